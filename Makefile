@@ -1,0 +1,71 @@
+# The course's two commands: `make lab` (start the course) and `make test` (run every check).
+# Both create .venv on first use (about 4 minutes) and reuse it afterwards.
+
+PYTHON  ?= python3
+VENV    ?= .venv
+# Which optional dependencies to install: `cpu` (default) or `gpu` frameworks, plus JupyterLab and
+# the developer tools. A GPU user runs e.g. `make lab EXTRAS=gpu,lab,dev`.
+EXTRAS  ?= cpu,lab,dev
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.installed
+PORT    ?= 8888
+IP      ?= 127.0.0.1
+# Parallel pytest workers (each notebook stays in one worker: --dist loadfile).
+WORKERS ?= 2
+NBVAL   := --nbval-current-env --nbval-cell-timeout=300 --nbval-sanitize-with nbval_sanitize.cfg
+KERNEL  := graph-course
+
+.PHONY: venv lab test unit notebooks lint execute exercises kernel clean grade
+
+venv: $(STAMP)
+
+# Rebuilt when pyproject.toml changes or when EXTRAS asks for something else.
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[$(EXTRAS)]"
+	@echo "$(EXTRAS)" > $@
+
+kernel: venv
+	$(BIN)/python -m ipykernel install --sys-prefix --name $(KERNEL) \
+		--display-name "Python 3 (graph course)" > /dev/null
+
+# Start the course. JupyterLab prints its URL with the access token; see README for remote machines.
+lab: kernel
+	$(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" --ip=$(IP) --port=$(PORT) \
+		notebooks/00_setup.ipynb
+
+# Every check: lint, exercises in sync with solutions, unit tests and lesson notebooks (outputs
+# compared), then solution notebooks (run without error).
+test: venv
+	$(BIN)/ruff check .
+	$(BIN)/course-build-exercises --check
+	$(BIN)/pytest -n $(WORKERS) --dist loadfile --nbval $(NBVAL) tests notebooks
+	$(BIN)/pytest -n $(WORKERS) --dist loadfile --nbval-lax $(NBVAL) solutions
+
+unit: venv
+	$(BIN)/pytest -n $(WORKERS) tests
+
+notebooks: venv
+	$(BIN)/pytest -n $(WORKERS) --dist loadfile --nbval $(NBVAL) notebooks
+
+lint: venv
+	$(BIN)/ruff check .
+
+# Re-execute the lessons in place so their committed outputs are current (NB=notebooks/03_*.ipynb
+# for one).
+NB ?= notebooks/*.ipynb
+execute: kernel
+	$(BIN)/jupyter nbconvert --to notebook --execute --inplace \
+		--ExecutePreprocessor.timeout=300 --ExecutePreprocessor.kernel_name=python3 $(NB)
+
+# Regenerate exercises/ from solutions/.
+exercises: venv
+	$(BIN)/course-build-exercises
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis
+
+# Grade your exercises: `make grade NB=exercises/01_computation_graphs.ipynb` (default: all of them).
+grade: venv
+	$(BIN)/course-grade $(if $(filter command line,$(origin NB)),$(NB),exercises)

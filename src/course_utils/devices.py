@@ -1,0 +1,152 @@
+"""What this machine offers the course: versions, CPU threads, the GPUs torch and TensorFlow see.
+
+Every notebook that times or runs a framework starts with::
+
+    from course_utils import devices
+    device = devices.torch_device()   # cuda, then mps, then cpu
+    devices.report()                  # a table of versions and devices
+
+Set ``COURSE_DEVICE=cpu`` to keep everything on the CPU even where a GPU is present (useful to
+make a GPU machine reproduce a CPU run).
+"""
+
+from __future__ import annotations
+
+import html
+import importlib.metadata
+import os
+import platform
+import sys
+from dataclasses import dataclass, field
+
+#: The packages whose versions the report lists, by import name -> distribution names to try.
+_PACKAGES = {
+    "numpy": ("numpy",),
+    "torch": ("torch",),
+    "tensorflow": ("tensorflow-cpu", "tensorflow"),
+    "matplotlib": ("matplotlib",),
+    "nbval": ("nbval",),
+}
+
+
+def package_version(import_name: str) -> str | None:
+    """The installed version of a package, or ``None`` when it is not installed.
+
+    Reads package metadata, so it does not import (and start) heavy frameworks.
+    """
+    for dist in _PACKAGES.get(import_name, (import_name,)):
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def versions() -> dict[str, str]:
+    """Python and the course's main packages, ``"not installed"`` where missing."""
+    found = {"python": platform.python_version()}
+    for name in _PACKAGES:
+        found[name] = package_version(name) or "not installed"
+    return found
+
+
+def cpu_threads() -> dict[str, int]:
+    """Logical CPUs on the machine, those this process may use, and torch's intra-op threads."""
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    threads = {"logical_cpus": os.cpu_count() or 1, "usable_cpus": usable or 1}
+    if package_version("torch"):
+        import torch
+
+        threads["torch_threads"] = torch.get_num_threads()
+    return threads
+
+
+def torch_gpu() -> str | None:
+    """The GPU torch would use (``"cuda:0 (NVIDIA ...)"``, ``"mps"``), or ``None``."""
+    if not package_version("torch"):
+        return None
+    import torch
+
+    if torch.cuda.is_available():
+        return f"cuda:0 ({torch.cuda.get_device_name(0)})"
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        return "mps"
+    return None
+
+
+def tf_gpus() -> list[str]:
+    """The GPUs TensorFlow sees, by name (empty on a CPU-only build or machine)."""
+    if not package_version("tensorflow"):
+        return []
+    # TensorFlow logs its start-up to stderr; below WARNING is noise for a learner.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    return [gpu.name for gpu in tf.config.list_physical_devices("GPU")]
+
+
+def torch_device():
+    """The ``torch.device`` lessons run on: CUDA, then MPS, then the CPU.
+
+    ``COURSE_DEVICE`` (e.g. ``cpu`` or ``cuda:1``) overrides the choice.
+    """
+    import torch
+
+    forced = os.environ.get("COURSE_DEVICE")
+    if forced:
+        return torch.device(forced)
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+@dataclass
+class EnvReport:
+    """Rows of (what, value) that show as a table in a notebook and as text in a terminal."""
+
+    rows: list[tuple[str, str]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, str]:
+        return dict(self.rows)
+
+    def __str__(self) -> str:
+        width = max(len(k) for k, _ in self.rows)
+        return "\n".join(f"{k:<{width}}  {v}" for k, v in self.rows)
+
+    def _repr_html_(self) -> str:
+        body = "".join(
+            f"<tr><th style='text-align:left'>{html.escape(k)}</th>"
+            f"<td style='text-align:left'>{html.escape(v)}</td></tr>"
+            for k, v in self.rows
+        )
+        return f"<table class='course-env-report'>{body}</table>"
+
+    def _repr_pretty_(self, p, cycle) -> None:  # IPython's plain-text display
+        p.text(str(self))
+
+
+def report() -> EnvReport:
+    """The report lesson 00 shows: versions, CPUs, and the devices each framework sees."""
+    rows = [(name, version) for name, version in versions().items()]
+    rows.append(("platform", f"{platform.system()} {platform.machine()}"))
+    rows += [(name.replace("_", " "), str(n)) for name, n in cpu_threads().items()]
+    rows.append(("torch GPU", torch_gpu() or "none (CPU only)"))
+    gpus = tf_gpus()
+    rows.append(("TensorFlow GPU", ", ".join(gpus) if gpus else "none (CPU only)"))
+    if package_version("torch"):
+        rows.append(("lessons run torch on", str(torch_device())))
+    return EnvReport(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``course-env``: print the environment report."""
+    print(report())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,71 @@
+"""course_utils.devices against the frameworks' own answers."""
+
+import importlib.metadata
+import platform
+
+import numpy as np
+import pytest
+import torch
+
+from course_utils import devices
+
+
+def test_versions_are_the_installed_ones():
+    found = devices.versions()
+    assert found["python"] == platform.python_version()
+    assert found["numpy"] == np.__version__
+    assert found["torch"] == importlib.metadata.version("torch")
+    assert torch.__version__.startswith(found["torch"])
+
+
+def test_tensorflow_version_matches_the_import():
+    tf = pytest.importorskip("tensorflow")
+    assert devices.versions()["tensorflow"] == tf.__version__
+
+
+def test_missing_package_is_reported_not_raised():
+    assert devices.package_version("no-such-package-xyz") is None
+
+
+def test_cpu_threads_match_torch():
+    threads = devices.cpu_threads()
+    assert threads["torch_threads"] == torch.get_num_threads()
+    assert 1 <= threads["usable_cpus"] <= threads["logical_cpus"]
+
+
+def test_torch_device_follows_cuda(monkeypatch):
+    monkeypatch.delenv("COURSE_DEVICE", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert devices.torch_device().type == "cuda"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    assert devices.torch_device() == torch.device("cpu")
+
+
+def test_course_device_overrides(monkeypatch):
+    monkeypatch.setenv("COURSE_DEVICE", "cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert devices.torch_device() == torch.device("cpu")
+
+
+def test_torch_gpu_agrees_with_torch():
+    if torch.cuda.is_available():
+        assert devices.torch_gpu().startswith("cuda:0")
+    else:
+        assert devices.torch_gpu() in (None, "mps")
+
+
+def test_report_rows_text_and_html():
+    rep = devices.report()
+    table = rep.as_dict()
+    assert table["numpy"] == np.__version__
+    assert table["lessons run torch on"] == str(devices.torch_device())
+    assert "TensorFlow GPU" in table and "torch GPU" in table
+    text, page = str(rep), rep._repr_html_()
+    assert all(key in text for key in table)
+    assert page.count("<tr>") == len(table)
+
+
+def test_course_env_command_prints_the_report(capsys):
+    assert devices.main([]) == 0
+    assert "numpy" in capsys.readouterr().out
