@@ -31,8 +31,10 @@ kernel: venv
 		--display-name "Python 3 (graph course)" > /dev/null
 
 # Start the course. JupyterLab prints its URL with the access token; see README for remote machines.
+# (Containers often run as root, which JupyterLab refuses unless told.)
+LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: kernel
-	$(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" --ip=$(IP) --port=$(PORT) \
+	$(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" --ip=$(IP) --port=$(PORT) $(LAB_ARGS) \
 		notebooks/00_setup.ipynb
 
 # Every check: lint, exercises in sync with solutions, unit tests and lesson notebooks (outputs
