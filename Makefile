@@ -26,9 +26,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[$(EXTRAS)]"
 	@echo "$(EXTRAS)" > $@
 
+# The course's kernel, and JupyterLab settings for a course (no news or update checks: the course
+# must work on a closed network).
 kernel: venv
 	$(BIN)/python -m ipykernel install --sys-prefix --name $(KERNEL) \
 		--display-name "Python 3 (graph course)" > /dev/null
+	@mkdir -p $(VENV)/share/jupyter/lab/settings
+	@cp jupyter/overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
 
 # Start the course. JupyterLab prints its URL with the access token; see README for remote machines.
 # (Containers often run as root, which JupyterLab refuses unless told.)

