@@ -1,0 +1,126 @@
+"""minigraph: a small but real graph framework, eager and static, built on one op table.
+
+>>> import course_utils.minigraph as mg
+>>> w = mg.tensor([[1.0], [2.0]], requires_grad=True)      # eager: runs now
+>>> loss = mg.mean((mg.tensor([[3.0, 4.0]]) @ w) ** 2)
+>>> loss.backward(); w.grad
+tensor([[66.],
+        [88.]], dtype=float32)
+>>> with mg.Graph().as_default() as g:                     # static: build, then run
+...     x = mg.placeholder((None, 2), name="x")
+...     v = mg.Variable([[1.0], [2.0]], name="v")
+...     loss = mg.mean((x @ v) ** 2, name="loss")
+...     (dv,) = mg.gradients(loss, [v])
+...     init = mg.global_variables_initializer()
+>>> with mg.Session(g) as sess:
+...     _ = sess.run(init)
+...     sess.run(dv, feed_dict={x: [[3.0, 4.0]]})
+array([[66.],
+       [88.]], dtype=float32)
+
+Files, one concern each: ``ops.py`` (the op table), ``shapes.py`` (shapes, dtypes and each
+op's shape rule), ``graph.py`` (Node, Graph, builders), ``eager.py`` (Tensor, tape),
+``autodiff.py`` (the backward walk, ``gradients``), ``functional.py`` (``apply`` and the op
+functions), ``operators.py`` (``+``, ``@``, ...), ``interpreter.py``, ``session.py``,
+``errors.py``.
+"""
+
+from .autodiff import gradients
+from .eager import Tensor, is_grad_enabled, no_grad, tensor
+from .errors import (
+    DTypeError,
+    ExecutionError,
+    FeedError,
+    GradientError,
+    GraphError,
+    MinigraphError,
+    MissingFeedError,
+    SerializationError,
+    ShapeError,
+    TracingError,
+    UninitializedVariableError,
+    UnknownOpError,
+)
+from .functional import (
+    add,
+    apply,
+    broadcast_like,
+    broadcast_to,
+    cast,
+    concat,
+    cross_entropy,
+    div,
+    equal,
+    exp,
+    expand_dims,
+    getitem,
+    getitem_grad,
+    greater,
+    greater_equal,
+    identity,
+    less,
+    less_equal,
+    log,
+    log_softmax,
+    matmul,
+    max,
+    maximum,
+    mean,
+    mul,
+    neg,
+    not_equal,
+    one_hot,
+    ones_like,
+    pow,
+    relu,
+    reshape,
+    sigmoid,
+    size,
+    softmax,
+    sqrt,
+    squeeze,
+    sub,
+    sum,
+    tanh,
+    transpose,
+    unbroadcast,
+    where,
+)
+from .graph import (
+    Graph,
+    Node,
+    Variable,
+    assign,
+    assign_sub,
+    constant,
+    get_default_graph,
+    global_variables_initializer,
+    group,
+    placeholder,
+    reset_default_graph,
+)
+from .interpreter import Interpreter
+from .ops import OPS, Op, get_op, register_op
+from .session import Session
+from .shapes import broadcast_rule, same_shape_rule
+
+__all__ = [
+    # errors
+    "MinigraphError", "ShapeError", "DTypeError", "GraphError", "UnknownOpError", "FeedError",
+    "MissingFeedError", "UninitializedVariableError", "GradientError", "TracingError",
+    "SerializationError", "ExecutionError",
+    # the op table
+    "Op", "OPS", "register_op", "get_op", "apply", "same_shape_rule", "broadcast_rule",
+    # eager mode
+    "Tensor", "tensor", "no_grad", "is_grad_enabled",
+    # static mode
+    "Graph", "Node", "get_default_graph", "reset_default_graph", "placeholder", "Variable",
+    "constant", "assign", "assign_sub", "group", "global_variables_initializer", "gradients",
+    "Session", "Interpreter",
+    # ops
+    "add", "sub", "mul", "div", "neg", "pow", "exp", "log", "sqrt", "tanh", "sigmoid", "relu",
+    "identity", "maximum", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
+    "where", "cast", "sum", "mean", "max", "softmax", "log_softmax", "cross_entropy", "one_hot",
+    "matmul", "reshape", "transpose", "broadcast_to", "getitem", "concat", "expand_dims",
+    "squeeze", "ones_like", "size", "unbroadcast", "broadcast_like", "getitem_grad",
+]

@@ -1,0 +1,155 @@
+"""Reverse-mode autodiff: one backward walk, used by eager ``backward()`` and by ``mg.gradients``.
+
+The walk does not care what a value is. Give it the outputs, their seed gradients and a function
+that says how a value was made (``(op, inputs, attrs)``, or ``None`` for a leaf); it visits values
+in reverse topological order and calls each ``op.vjp``. With eager tensors the vjps compute
+numbers; with graph nodes the very same vjps add backward nodes to the graph.
+
+>>> import course_utils.minigraph as mg
+>>> g = mg.Graph()
+>>> with g.as_default():
+...     x = mg.placeholder((), name="x")
+...     y = mg.mul(x, x, name="y")
+...     (dx,) = mg.gradients(y, [x])
+>>> print(g)
+%x = placeholder()  # () float32
+%y = mul(%x, %x)  # () float32
+%ones_like = ones_like(%y)  # () float32
+%mul = mul(%ones_like, %x)  # () float32
+%mul_1 = mul(%ones_like, %x)  # () float32
+%add = add(%mul, %mul_1)  # () float32
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import course_utils.minigraph as mg
+
+from . import shapes as S
+from .errors import GradientError, GraphError, user_source
+
+Record = tuple[Any, tuple, dict]  # (op, inputs, attrs)
+
+
+def backprop(ys: list, seeds: list, record_of: Callable[[Any], Record | None],
+             wants: Callable[[Any], bool]) -> list[tuple[Any, Any]]:
+    """Push ``seeds`` (the gradients of ``ys``) back to every value that ``wants`` a gradient.
+
+    Returns ``(value, gradient)`` pairs for every value reached, leaves included. Gradients that
+    meet at a value are added: that is the multivariable chain rule.
+    """
+    grads: dict[int, tuple[Any, Any]] = {}
+
+    def accumulate(v: Any, g: Any) -> None:
+        seen = grads.get(id(v))
+        grads[id(v)] = (v, g if seen is None else seen[1] + g)
+
+    for y, seed in zip(ys, seeds, strict=True):
+        accumulate(y, seed)
+    for v in reversed(_toposort(ys, record_of)):
+        record = record_of(v)
+        if record is None or id(v) not in grads:
+            continue
+        op, inputs, attrs = record
+        input_grads = op.vjp(grads[id(v)][1], v, *inputs, **attrs)
+        _check_vjp(op, inputs, input_grads)
+        for x, gx in zip(inputs, input_grads, strict=True):
+            if gx is not None and wants(x):
+                accumulate(x, gx)
+    return list(grads.values())
+
+
+def _toposort(roots: list, record_of: Callable[[Any], Record | None]) -> list:
+    """Values reachable from ``roots``, each after all of its inputs (an iterative DFS, so a
+    long chain such as an unrolled loop cannot hit Python's recursion limit)."""
+    order, seen = [], set()
+    stack = [(r, False) for r in roots]
+    while stack:
+        v, expanded = stack.pop()
+        if expanded:
+            order.append(v)
+        elif id(v) not in seen:
+            seen.add(id(v))
+            stack.append((v, True))
+            record = record_of(v)
+            stack.extend((x, False) for x in (record[1] if record else ()) if id(x) not in seen)
+    return order
+
+
+def _check_vjp(op: Any, inputs: tuple, grads: Any) -> None:
+    """Catch a wrong vjp at the op that has it (most useful for ops you register yourself)."""
+    if not isinstance(grads, (tuple, list)) or len(grads) != len(inputs):
+        raise GradientError(f"the vjp of op {op.name!r} must return a tuple with one gradient "
+                            f"(or None) per input ({len(inputs)}), got {grads!r}")
+    for i, (x, g) in enumerate(zip(inputs, grads, strict=True)):
+        if g is not None and not S.compatible(tuple(g.shape), tuple(x.shape)):
+            raise GradientError(
+                f"the vjp of op {op.name!r} returned a gradient of shape "
+                f"{S.format_shape(g.shape)} for input {i} of shape {S.format_shape(x.shape)}; a "
+                f"gradient has its input's shape (sum a broadcast one back: mg.unbroadcast(g, x))"
+            )
+
+
+# --- symbolic gradients -------------------------------------------------------------------------
+
+
+def gradients(ys: Any, xs: Any, grad_ys: Any = None) -> list[Any]:
+    """Add the backward nodes to the graph; return one node per x: d(sum of ys)/dx.
+
+    An x that the ys do not depend on gets ``None``. ``grad_ys`` (default: ones) are the seed
+    gradients, one per y. NB: this is ``tf.compat.v1.gradients``, with the same conventions.
+    """
+    ys, xs = _as_nodes(ys, "ys"), _as_nodes(xs, "xs")
+    graph = ys[0].graph
+    for n in ys + xs:
+        if n.graph is not graph:
+            raise GraphError(f"mg.gradients at {user_source()}: %{n.name} (defined at {n.source}) "
+                             f"is in another graph than %{ys[0].name}; use one graph")
+    seeds_in = [None] * len(ys) if grad_ys is None else list(_as_list(grad_ys))
+    if len(seeds_in) != len(ys):
+        raise GradientError(f"mg.gradients at {user_source()}: {len(seeds_in)} grad_ys for "
+                            f"{len(ys)} ys; give one seed gradient per y")
+    between = _between(graph, xs, ys)
+    start = len(graph.nodes)
+    seeds = [mg.ones_like(y) if s is None else graph.lift(s, y.dtype)
+             for y, s in zip(ys, seeds_in, strict=True)]
+
+    def record_of(n: Any) -> Record | None:
+        op = mg.OPS[n.op]
+        return (op, n.inputs, n.attrs) if id(n) in between and op.vjp is not None else None
+
+    found = {id(v): g for v, g in backprop(ys, seeds, record_of, lambda n: id(n) in between)}
+    result = [found.get(id(x)) for x in xs]
+    graph._drop_unused(start, result)  # vjps also built gradients nobody asked for
+    return result
+
+
+def _as_list(v: Any) -> list:
+    return list(v) if isinstance(v, (list, tuple)) else [v]
+
+
+def _as_nodes(v: Any, what: str) -> list:
+    nodes = _as_list(v)
+    bad = [n for n in nodes if not isinstance(n, mg.Node)]
+    if bad or not nodes:
+        raise GraphError(f"mg.gradients at {user_source()}: {what} must be graph nodes, got "
+                         f"{bad[0]!r} (for eager tensors call .backward())" if bad else
+                         f"mg.gradients at {user_source()}: {what} is empty")
+    return nodes
+
+
+def _between(graph: Any, xs: list, ys: list) -> set[int]:
+    """Ids of the nodes on some path from an x to a y: the only ones gradients flow through."""
+    ancestors, stack = set(), list(ys)
+    while stack:
+        n = stack.pop()
+        if id(n) not in ancestors:
+            ancestors.add(id(n))
+            stack.extend(n.inputs)
+    reached = {id(x) for x in xs}
+    for n in graph.nodes:  # topological order: inputs are decided before their users
+        if id(n) in ancestors and any(id(i) in reached for i in n.inputs):
+            reached.add(id(n))
+    return reached & ancestors

@@ -1,0 +1,251 @@
+"""Eager mode: tensors that compute at once and remember how they were made (the tape).
+
+Define-by-run: the graph is whatever Python happened to execute, so ``if``, ``for`` and
+``print`` just work. Each op whose inputs require grad records a ``TapeEntry`` on its output;
+``backward()`` walks those entries in reverse and applies each op's vjp.
+
+>>> import course_utils.minigraph as mg
+>>> w = mg.tensor([1.0, -2.0], requires_grad=True)
+>>> loss = (w * w).sum() if w.numpy()[0] > 0 else w.sum()   # Python control flow
+>>> loss.backward()
+>>> w.grad
+tensor([ 2., -4.], dtype=float32)
+
+NB: PyTorch stores the same record as ``tensor.grad_fn``; TensorFlow 2 records on a
+``tf.GradientTape`` you open explicitly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from . import shapes as S
+from .autodiff import backprop
+from .errors import (
+    DTypeError,
+    ExecutionError,
+    GradientError,
+    GraphError,
+    MinigraphError,
+    ShapeError,
+    user_source,
+)
+from .operators import Operators
+from .ops import Op, conform
+
+_grad_enabled = True
+
+
+@contextlib.contextmanager
+def no_grad() -> Iterator[None]:
+    """Inside ``with mg.no_grad():`` ops record nothing: for updates and evaluation."""
+    global _grad_enabled
+    previous, _grad_enabled = _grad_enabled, False
+    try:
+        yield
+    finally:
+        _grad_enabled = previous
+
+
+def is_grad_enabled() -> bool:
+    return _grad_enabled
+
+
+class TapeEntry(NamedTuple):
+    """How a tensor was made: enough to apply ``op.vjp`` later."""
+
+    op: Op
+    inputs: tuple[Tensor, ...]
+    attrs: dict[str, Any]
+    versions: tuple[int, ...]  # of the inputs when recorded, to catch later in-place changes
+
+
+class Tensor(Operators):
+    """A numpy array plus what autodiff needs: ``requires_grad``, ``grad`` and the tape entry."""
+
+    def __init__(self, data: np.ndarray, requires_grad: bool = False) -> None:
+        self._data = data
+        self.requires_grad = requires_grad
+        self.grad: Tensor | None = None
+        self._ctx: TapeEntry | None = None
+        self._version = 0  # bumped by in-place updates
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._data.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._data.dtype
+
+    @property
+    def size(self) -> int:
+        return self._data.size
+
+    @property
+    def is_leaf(self) -> bool:
+        """Made by you, not by an op: ``backward()`` stores ``.grad`` only on leaves."""
+        return self._ctx is None
+
+    @property
+    def grad_fn(self) -> str | None:
+        """The name of the op that made this tensor, if it was recorded."""
+        return None if self._ctx is None else self._ctx.op.name
+
+    def numpy(self) -> np.ndarray:
+        """The underlying array (shared, not copied: do not write to it)."""
+        return self._data
+
+    def item(self) -> float | int | bool:
+        return self._data.item()
+
+    def detach(self) -> Tensor:
+        """The same values, cut off from the tape."""
+        return Tensor(self._data)
+
+    def backward(self, gradient: Any = None) -> None:
+        """Add d(self)/d(leaf) to every leaf's ``.grad`` that requires grad (accumulating, as
+        PyTorch does). A tensor of more than one element needs ``gradient``, the vector that
+        multiplies the Jacobian.
+        """
+        where = f"backward() at {user_source()}"
+        if not self.requires_grad:
+            raise GradientError(f"{where}: this tensor does not require grad; create the inputs "
+                                f"with mg.tensor(..., requires_grad=True), outside mg.no_grad()")
+        if gradient is None:
+            if self.size != 1:
+                raise GradientError(f"{where}: the output has shape {self.shape}, and a gradient "
+                                    f"is implied only for one number; call .sum().backward() or "
+                                    f"pass gradient= of shape {self.shape}")
+            gradient = np.ones(self.shape, self.dtype)
+        seed = tensor(gradient, dtype=self.dtype)
+        if seed.shape != self.shape:
+            raise GradientError(f"{where}: gradient has shape {seed.shape}, output {self.shape}")
+        with no_grad():
+            for leaf, g in backprop([self], [seed], _record_of, _requires_grad):
+                if leaf._ctx is None:
+                    g = g if g.dtype == leaf.dtype else Tensor(g._data.astype(leaf.dtype))
+                    leaf.grad = g if leaf.grad is None else leaf.grad + g
+
+    # --- Python protocols -------------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        body = np.array2string(self._data, separator=", ", prefix="tensor(", precision=4)
+        extra = "requires_grad=True" if self._ctx is None else f"grad_fn={self.grad_fn}"
+        return f"tensor({body}, dtype={self.dtype}" + (
+            f", {extra})" if self.requires_grad else ")")
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return self._data if dtype is None else self._data.astype(dtype)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __iter__(self) -> Iterator[Tensor]:
+        return (self[i] for i in range(len(self)))
+
+    def __bool__(self) -> bool:
+        return bool(self._data)  # numpy raises for more than one element, as it should
+
+    def __float__(self) -> float:
+        return float(self._data.item())
+
+    def __int__(self) -> int:
+        return int(self._data.item())
+
+    def __format__(self, spec: str) -> str:
+        return format(self.item(), spec) if spec and self.size == 1 else repr(self)
+
+    def _inplace(self, fn: Any, other: Any) -> Tensor:
+        if _grad_enabled and self.requires_grad:
+            raise GradientError(
+                f"in-place update at {user_source()} of a tensor that requires grad would corrupt "
+                f"the tape; do it inside `with mg.no_grad():`, as PyTorch asks"
+            )
+        result = fn(self, other)
+        if result.shape != self.shape:
+            raise ShapeError(f"in-place update at {user_source()} would change shape "
+                             f"{self.shape} to {result.shape}")
+        self._data = result._data.astype(self.dtype, copy=False)  # a new array: saved ones stay
+        self._version += 1
+        return self
+
+    def __iadd__(self, other: Any) -> Tensor:
+        return self._inplace(Operators.__add__, other)
+
+    def __isub__(self, other: Any) -> Tensor:
+        return self._inplace(Operators.__sub__, other)
+
+    def __imul__(self, other: Any) -> Tensor:
+        return self._inplace(Operators.__mul__, other)
+
+    def __itruediv__(self, other: Any) -> Tensor:
+        return self._inplace(Operators.__truediv__, other)
+
+
+def tensor(data: Any, requires_grad: bool = False, dtype: Any = None) -> Tensor:
+    """A new eager tensor (a copy of ``data``). Python floats give float32, arrays keep dtype."""
+    arr = np.array(S.as_array(data.numpy() if isinstance(data, Tensor) else data, dtype=dtype))
+    if requires_grad and not S.is_float(arr.dtype):
+        raise DTypeError(f"mg.tensor at {user_source()}: only floating-point tensors can require "
+                         f"grad, got {arr.dtype}; pass floats or dtype='float32'")
+    return Tensor(arr, requires_grad)
+
+
+def run_op(op: Op, inputs: tuple, attrs: dict[str, Any]) -> Tensor:
+    """The eager half of ``mg.apply``: check shapes, run ``op.impl`` now, record on the tape."""
+    ts = inputs
+    if not all(isinstance(x, Tensor) for x in inputs):  # numbers and arrays become tensors
+        weak = S.weak_dtype(inputs)
+        ts = tuple(x if isinstance(x, Tensor) else Tensor(S.as_array(x, weak)) for x in inputs)
+    arrays = [t._data for t in ts]
+    try:
+        shape, dtype = op.shape_rule(*arrays, **attrs)
+    except (ShapeError, DTypeError) as e:
+        raise type(e)(f"while running {_describe(op, ts, attrs)}: {e}") from None
+    except Exception as e:  # a broken shape rule (or bad attrs): still say where
+        raise GraphError(f"while running {_describe(op, ts, attrs)}: the shape rule of "
+                         f"{op.name!r} raised {type(e).__name__}: {e}") from e
+    if op.impl is None:
+        raise GraphError(f"{_describe(op, ts, attrs)}: {op.name} exists only in graphs; "
+                         f"build it inside a graph and run it with mg.Session")
+    try:
+        out = conform(op.impl(*arrays, **attrs), shape, dtype)
+    except MinigraphError:
+        raise
+    except Exception as e:
+        raise ExecutionError(f"while running {_describe(op, ts, attrs)}: "
+                             f"{type(e).__name__}: {e}") from e
+    result = Tensor(out)
+    # Only floats carry gradients: comparisons and casts to int end the tape, as in PyTorch.
+    if _grad_enabled and op.vjp and S.is_float(dtype) and any(t.requires_grad for t in ts):
+        result.requires_grad = True
+        result._ctx = TapeEntry(op, ts, attrs, tuple(t._version for t in ts))
+    return result
+
+
+def _describe(op: Op, ts: tuple[Tensor, ...], attrs: dict[str, Any]) -> str:
+    args = [f"<tensor {S.format_shape(t.shape)} {t.dtype}>" for t in ts]
+    args += [f"{k}={v}" for k, v in attrs.items() if v is not None and v is not False]
+    return f"{op.name}({', '.join(args)}) at {user_source()}"
+
+
+def _requires_grad(t: Tensor) -> bool:
+    return t.requires_grad
+
+
+def _record_of(t: Tensor) -> tuple[Op, tuple[Tensor, ...], dict[str, Any]] | None:
+    ctx = t._ctx
+    if ctx is None:
+        return None
+    for i, (x, version) in enumerate(zip(ctx.inputs, ctx.versions, strict=True)):
+        if x._version != version:
+            raise GradientError(
+                f"input {i} of {ctx.op.name} (shape {x.shape}) was changed in place after the op "
+                f"used it, so its gradient would be wrong; update tensors only after backward()"
+            )
+    return ctx.op, ctx.inputs, ctx.attrs

@@ -1,0 +1,365 @@
+"""The IR: ``Node`` and ``Graph``, the default graph, and the builders of static mode.
+
+A graph is a list of nodes in topological order (every input comes before its user), so running
+it is one loop and printing it is one line per node:
+
+>>> import course_utils.minigraph as mg
+>>> g = mg.Graph()
+>>> with g.as_default():
+...     x = mg.placeholder((None, 2), name="x")
+...     w = mg.Variable(np.ones((2, 4)), name="w")
+...     h = mg.sum(mg.relu(x @ w), axis=1, name="h")
+>>> print(g)
+%x = placeholder()  # (None, 2) float32
+%w = variable()  # (2, 4) float64
+%matmul = matmul(%x, %w)  # (None, 4) float64
+%relu = relu(%matmul)  # (None, 4) float64
+%h = sum(%relu, axis=1)  # (None,) float64
+
+NB: a Node is both the graph's record and the symbolic value you compute with, as a TF1
+``tf.Tensor`` is (one output per op here) and as a ``torch.fx.Node`` is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import shapes as S
+from .errors import DTypeError, GraphError, MinigraphError, ShapeError, TracingError, user_source
+from .operators import Operators
+from .ops import OPS, Op, get_op
+
+
+@dataclass(eq=False, repr=False)
+class Node(Operators):
+    """One op application in a graph, and the symbolic value it produces.
+
+    ``shape`` has ``None`` for dimensions known only at run time; ``dtype`` is ``None`` for ops
+    that produce no value (``group``, ``initializer``); ``source`` is ``"file.py:LINE"`` of the
+    user code that created it. ``node.graph`` (set by ``Graph.add_node``) is its graph.
+    """
+
+    name: str
+    op: str
+    inputs: tuple[Node, ...]
+    attrs: dict[str, Any]
+    shape: S.Shape
+    dtype: np.dtype | None
+    source: str
+
+    def describe(self) -> str:
+        """``%h = matmul(%x, %w)``: the node as its graph prints it, without the type comment."""
+        args = [f"%{x.name}" for x in self.inputs]
+        hidden = _HIDDEN_ATTRS.get(self.op, ())
+        args += [f"{k}={_format_attr(k, v)}" for k, v in self.attrs.items()
+                 if k not in hidden and v is not None and v is not False]
+        return f"%{self.name} = {self.op}({', '.join(args)})"
+
+    def type_str(self) -> str:
+        return "" if self.dtype is None else f"{S.format_shape(self.shape)} {self.dtype}"
+
+    def __repr__(self) -> str:
+        comment = f"  # {self.type_str()}" if self.dtype is not None else ""
+        return f"<Node {self.describe()}{comment}>"
+
+    def __bool__(self) -> bool:
+        raise TracingError(
+            f"the truth value of %{self.name} (defined at {self.source}) is not known until the "
+            f"graph runs, so Python `if`/`while`/`and` cannot branch on it; use mg.cond or "
+            f"mg.while_loop, or mg.where to pick between two values"
+        )
+
+    def __iter__(self) -> Iterator[Node]:
+        if not self.shape or self.shape[0] is None:
+            raise TracingError(f"cannot iterate over %{self.name} of shape {self.shape}: its "
+                               f"length is not known while the graph is built")
+        return (self[i] for i in range(self.shape[0]))
+
+
+# How attrs print: hidden where the type comment already says it, arrays shortened.
+_HIDDEN_ATTRS = {"placeholder": ("shape", "dtype"), "variable": ("value",)}
+
+
+def _format_attr(key: str, value: Any) -> str:
+    if key == "index":
+        return S.format_index(value)
+    if isinstance(value, np.ndarray):
+        if value.size > 4:
+            return f"<{S.format_shape(value.shape)} {value.dtype}>"
+        return np.array2string(value, separator=", ") if value.ndim else _format_scalar(value)
+    return str(value)
+
+
+def _format_scalar(value: np.ndarray) -> str:
+    if value.dtype.kind == "f":
+        return np.format_float_positional(value[()], trim="0")  # shortest digits for its dtype
+    return str(value[()])
+
+
+class Graph:
+    """Nodes in topological order, with unique names.
+
+    ``outputs`` is empty for a TF1-style graph (you fetch from it in a Session); a traced or
+    pruned graph lists its results there, and prints them as a final ``return`` line.
+    """
+
+    #: A graph that holds a function body (tracing's FuncGraph) sets this: while it is the
+    #: default graph, ``apply`` records every op in it, even on eager tensors or nodes of other
+    #: graphs, and its ``lift`` decides how to capture those. A plain graph refuses to mix graphs.
+    captures_outer: bool = False
+
+    def __init__(self) -> None:
+        self.nodes: list[Node] = []
+        self.outputs: list[Node] = []
+        self._by_name: dict[str, Node] = {}
+        self._name_counts: dict[str, int] = {}
+
+    # --- building ---------------------------------------------------------------------------
+
+    def add_node(self, op: str | Op, inputs: tuple[Node, ...] = (), attrs: dict | None = None,
+                 *, name: str | None = None, source: str | None = None) -> Node:
+        """Append ``op(*inputs, **attrs)``; its shape rule runs now, so shape errors show here."""
+        op, inputs, attrs = get_op(op), tuple(inputs), dict(attrs or {})
+        source = source or user_source()
+        name = self._unique_name(name or op.name)
+        for x in inputs:
+            if not isinstance(x, Node) or x.graph is not self:
+                raise GraphError(_context(f"while building %{name} = {op.name}(...)", source,
+                                          f"input {x!r} is not a node of this graph; build every "
+                                          f"value of one computation in the same graph"))
+        try:
+            shape, dtype = op.shape_rule(*inputs, **attrs)
+        except (ShapeError, DTypeError) as e:
+            draft = Node(name, op.name, inputs, attrs, (), None, source)
+            raise type(e)(_build_context(draft, str(e))) from None
+        except Exception as e:  # a broken shape rule (or bad attrs): still say where
+            draft = Node(name, op.name, inputs, attrs, (), None, source)
+            raise GraphError(_build_context(draft, f"the shape rule of {op.name!r} raised "
+                                                   f"{type(e).__name__}: {e}")) from e
+        node = Node(name, op.name, inputs, attrs, tuple(shape), dtype, source)
+        node.graph = self
+        self.nodes.append(node)
+        self._by_name[name] = node
+        return node
+
+    def lift(self, value: Any, weak: np.dtype | None = None) -> Node:
+        """The node for an operand: a node of this graph as is, anything else as a constant.
+
+        A tracing graph overrides this to capture eager tensors by reference.
+        """
+        if isinstance(value, Node):
+            if value.graph is not self:
+                raise GraphError(f"%{value.name} (defined at {value.source}) belongs to another "
+                                 f"graph; build every value of one computation in the same graph")
+            return value
+        return self.add_node("constant", (), {"value": _frozen(S.as_array(value, weak))},
+                             name="const")
+
+    def _unique_name(self, base: str) -> str:
+        if not base.isidentifier():
+            raise GraphError(f"node name {base!r} must be a Python identifier (letters, digits, _)")
+        if base not in self._by_name:
+            return base
+        for i in itertools.count(self._name_counts.get(base, 0) + 1):
+            if f"{base}_{i}" not in self._by_name:
+                self._name_counts[base] = i
+                return f"{base}_{i}"
+        raise AssertionError("unreachable")
+
+    def _drop_unused(self, since: int, keep: list[Node]) -> None:
+        """Remove nodes added after index ``since`` that no node in ``keep`` needs.
+
+        ``mg.gradients`` uses it: a vjp builds every input's gradient, wanted or not.
+        """
+        live, stack = set(), [n for n in keep if n is not None]
+        while stack:
+            n = stack.pop()
+            if id(n) not in live:
+                live.add(id(n))
+                stack.extend(n.inputs)
+        dead = [n for n in self.nodes[since:] if id(n) not in live]
+        for n in dead:
+            del self._by_name[n.name]
+        self.nodes[since:] = [n for n in self.nodes[since:] if id(n) in live]
+
+    # --- looking ----------------------------------------------------------------------------
+
+    def node(self, name: str) -> Node:
+        """The node called ``name``."""
+        if name not in self._by_name:
+            raise GraphError(f"this graph has no node named {name!r}")
+        return self._by_name[name]
+
+    def placeholders(self) -> list[Node]:
+        return [n for n in self.nodes if n.op == "placeholder"]
+
+    def variables(self) -> list[Node]:
+        return [n for n in self.nodes if n.op == "variable"]
+
+    def __contains__(self, node: object) -> bool:
+        return isinstance(node, Node) and self._by_name.get(node.name) is node
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def __bool__(self) -> bool:
+        return True  # an empty graph is still a graph: `graph or default` must not drop it
+
+    def __iter__(self) -> Iterator[Node]:
+        return iter(self.nodes)
+
+    def __str__(self) -> str:
+        lines = [n.describe() + (f"  # {n.type_str()}" if n.dtype is not None else "")
+                 for n in self.nodes]
+        if self.outputs:
+            lines.append("return " + ", ".join(f"%{n.name}" for n in self.outputs))
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<Graph with {len(self.nodes)} nodes>"
+
+    # --- checking ---------------------------------------------------------------------------
+
+    def validate(self) -> None:
+        """Check the graph is well formed; raise ``GraphError`` naming the first bad node.
+
+        Checks: unique names, known ops, every input is an earlier node of this graph, and each
+        node's shape and dtype are what its op's shape rule gives now.
+        """
+        seen: dict[str, Node] = {}
+        for n in self.nodes:
+            where = f"%{n.name} = {n.op}(...) defined at {n.source}"
+            if n.name in seen:
+                raise GraphError(f"{where}: the name {n.name!r} is used twice")
+            if n.op not in OPS:
+                raise GraphError(f"{where}: unknown op {n.op!r}; register it with mg.register_op")
+            for x in n.inputs:
+                if seen.get(x.name) is not x:
+                    later = any(m is x for m in self.nodes)
+                    problem = "comes later in the list" if later else "is not in this graph"
+                    raise GraphError(f"{where}: input %{x.name} {problem}; "
+                                     f"nodes must be in topological order")
+            try:
+                shape, dtype = OPS[n.op].shape_rule(*n.inputs, **n.attrs)
+            except MinigraphError as e:
+                raise GraphError(f"{where}: its shape rule now fails: {e}") from e
+            if (tuple(shape), dtype) != (n.shape, n.dtype):
+                raise GraphError(f"{where}: records {n.type_str()} but its shape rule gives "
+                                 f"{S.format_shape(shape)} {dtype}")
+            seen[n.name] = n
+        for n in self.outputs:
+            if seen.get(n.name) is not n:
+                raise GraphError(f"output %{n.name} is not a node of this graph")
+
+    # --- the default graph ------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def as_default(self) -> Iterator[Graph]:
+        """Inside ``with g.as_default():`` builders like ``mg.placeholder`` add nodes to ``g``."""
+        _stack.append(self)
+        try:
+            yield self
+        finally:
+            _stack.pop()
+
+
+def _context(head: str, source: str, message: str) -> str:
+    return f"{head} defined at {source}: {message}"
+
+
+def _build_context(node: Node, message: str) -> str:
+    inputs = "; ".join(f"%{x.name} is {x.type_str()} (defined at {x.source})" for x in node.inputs)
+    return _context(f"while building {node.describe()}", node.source, message) + (
+        f"\n  inputs: {inputs}" if inputs else "")
+
+
+def _frozen(value: np.ndarray) -> np.ndarray:
+    """A read-only copy: constants and variable values must not change behind the graph's back."""
+    value = np.array(value)
+    value.flags.writeable = False
+    return value
+
+
+_default = Graph()
+_stack: list[Graph] = []
+
+
+def get_default_graph() -> Graph:
+    """The graph that builders add to: the innermost ``as_default()``, else a global one."""
+    return _stack[-1] if _stack else _default
+
+
+def reset_default_graph() -> None:
+    """Start a fresh global default graph (TF1's ``tf.compat.v1.reset_default_graph``)."""
+    global _default
+    if _stack:
+        raise GraphError("reset_default_graph() was called inside `with graph.as_default():`; "
+                         "call it outside the block")
+    _default = Graph()
+
+
+# --- static-mode builders ---------------------------------------------------------------------
+
+
+def placeholder(shape: Any, dtype: Any = "float32", name: str | None = None) -> Node:
+    """A value fed at run time: ``mg.placeholder((None, 2))`` takes any number of rows."""
+    try:
+        attrs = {"shape": S.check_shape(shape), "dtype": np.dtype(dtype).name}
+    except TypeError:
+        raise DTypeError(f"placeholder dtype {dtype!r} at {user_source()} is not a numpy dtype "
+                         f"name such as 'float32' or 'int64'") from None
+    except ShapeError as e:
+        raise ShapeError(f"placeholder {name or ''} at {user_source()}: {e}") from None
+    return get_default_graph().add_node("placeholder", (), attrs, name=name or "placeholder")
+
+
+def constant(value: Any, dtype: Any = None, name: str | None = None) -> Node:
+    """A fixed array in the graph; Python floats become float32, numpy arrays keep their dtype."""
+    attrs = {"value": _frozen(S.as_array(value, dtype=dtype))}
+    return get_default_graph().add_node("constant", (), attrs, name=name or "const")
+
+
+def Variable(initial_value: Any, name: str | None = None, dtype: Any = None) -> Node:  # noqa: N802
+    """State that lives in each Session: set by the initializer, changed by ``mg.assign*``.
+
+    NB: like TF1's ``tf.Variable``, it has no value until ``global_variables_initializer()``
+    runs in a Session, and two Sessions hold two independent values.
+    """
+    attrs = {"value": _frozen(S.as_array(initial_value, dtype=dtype))}
+    return get_default_graph().add_node("variable", (), attrs, name=name or "variable")
+
+
+def _state_op(op: str, ref: Any, value: Any, name: str | None) -> Node:
+    if not isinstance(ref, Node) or ref.op != "variable":
+        raise GraphError(f"mg.{op} at {user_source()} needs a Variable as its first argument, "
+                         f"got {ref!r}; create one with mg.Variable(initial_value)")
+    graph = ref.graph
+    return graph.add_node(op, (ref, graph.lift(value, ref.dtype)), name=name)
+
+
+def assign(ref: Node, value: Any, name: str | None = None) -> Node:
+    """A node that, when run, stores ``value`` in the variable ``ref`` (and returns it)."""
+    return _state_op("assign", ref, value, name)
+
+
+def assign_sub(ref: Node, value: Any, name: str | None = None) -> Node:
+    """A node that, when run, does ``ref -= value`` (the update of gradient descent)."""
+    return _state_op("assign_sub", ref, value, name)
+
+
+def group(*inputs: Node, name: str | None = None) -> Node:
+    """A node that runs all ``inputs`` and produces nothing: one fetch for many updates."""
+    graph = inputs[0].graph if inputs and isinstance(inputs[0], Node) else get_default_graph()
+    return graph.add_node("group", inputs, name=name)
+
+
+def global_variables_initializer(name: str = "init") -> Node:
+    """A node that sets each Variable created *so far* in the default graph to its initial value."""
+    graph = get_default_graph()
+    return graph.add_node("initializer", tuple(graph.variables()), name=name)

@@ -1,0 +1,339 @@
+"""A catalogue of mistakes, each of which must raise a precise error that says where and what.
+
+Every case builds something wrong and returns ``(trigger, names, at, hint)``: calling ``trigger``
+must raise exactly the registered error class, whose message contains each of ``names`` (the
+node or op), ``at`` (this file's line that defined it) and ``hint`` (what to do next).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+import course_utils.minigraph as mg
+
+CATALOGUE: dict[str, tuple[type[Exception], Callable]] = {}
+
+
+def bad(error: type[Exception]) -> Callable:
+    def register(case: Callable) -> Callable:
+        CATALOGUE[case.__name__] = (error, case)
+        return case
+
+    return register
+
+
+def here() -> str:
+    """``"test_minigraph_errors.py:LINE"`` for the line that calls it."""
+    frame = sys._getframe(1)
+    return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+
+
+# --- feeding and fetching -----------------------------------------------------------------------
+
+
+@bad(mg.MissingFeedError)
+def missing_feed():
+    with mg.Graph().as_default() as g:
+        x, at = mg.placeholder((None, 2), name="x"), here()
+        y = x * 2.0
+    return lambda: mg.Session(g).run(y), ["%x", "%mul"], at, "feed_dict"
+
+
+@bad(mg.FeedError)
+def feed_of_wrong_shape():
+    with mg.Graph().as_default() as g:
+        x, at = mg.placeholder((None, 2), name="x"), here()
+        y = x * 2.0
+    return lambda: mg.Session(g).run(y, {x: np.ones((4, 3))}), ["%x", "(4, 3)"], at, "reshape"
+
+
+@bad(mg.FeedError)
+def feed_of_wrong_dtype():
+    with mg.Graph().as_default() as g:
+        labels, at = mg.placeholder((None,), "int64", name="labels"), here()
+        y = labels + 1
+    return lambda: mg.Session(g).run(y, {labels: [0.5, 1.5]}), ["%labels", "float64"], at, "dtype="
+
+
+@bad(mg.FeedError)
+def feeding_a_variable():
+    with mg.Graph().as_default() as g:
+        w, at = mg.Variable(np.ones(3), name="w"), here()
+        y = w * 2.0
+    return lambda: mg.Session(g).run(y, {w: np.zeros(3)}), ["%w", "variable"], at, "mg.assign"
+
+
+@bad(mg.FeedError)
+def feeding_a_node_of_another_graph():
+    with mg.Graph().as_default():
+        other, at = mg.placeholder((2,), name="other"), here()
+    with mg.Graph().as_default() as g:
+        y = mg.placeholder((2,), name="x") * 2.0
+    return lambda: mg.Session(g).run(y, {other: np.ones(2)}), ["%other"], at, "mg.Session(graph)"
+
+
+@bad(mg.GraphError)
+def fetch_from_another_graph():
+    with mg.Graph().as_default():
+        y, at = mg.constant(1.0, name="y"), here()
+    return lambda: mg.Session(mg.Graph()).run(y), ["%y"], at, "mg.Session(graph)"
+
+
+@bad(mg.UninitializedVariableError)
+def uninitialized_variable():
+    with mg.Graph().as_default() as g:
+        w, at = mg.Variable(np.ones(3), name="w"), here()
+        y = mg.sum(w, name="total")
+    return lambda: mg.Session(g).run(y), ["%w", "%total = sum(%w)"], at, \
+        "global_variables_initializer()"
+
+
+@bad(mg.UninitializedVariableError)
+def variable_initialized_only_in_another_session():
+    with mg.Graph().as_default() as g:
+        w, at = mg.Variable(1.0, name="w"), here()
+        init = mg.global_variables_initializer()
+    mg.Session(g).run(init)
+    return lambda: mg.Session(g).run(w), ["%w"], at, "in this Session"
+
+
+@bad(mg.UninitializedVariableError)
+def assign_sub_before_init():
+    with mg.Graph().as_default() as g:
+        w, at = mg.Variable(1.0, name="w"), here()
+        step = mg.assign_sub(w, 0.1, name="step")
+    return lambda: mg.Session(g).run(step), ["%w", "%step"], at, "global_variables_initializer"
+
+
+# --- building graphs ----------------------------------------------------------------------------
+
+
+@bad(mg.ShapeError)
+def incompatible_broadcast():
+    with mg.Graph().as_default():
+        x = mg.placeholder((None, 3), name="x")
+        y = mg.placeholder((4,), name="y")
+        trigger, at = (lambda: mg.add(x, y, name="total")), here()
+    return trigger, ["%total = add(%x, %y)", "(None, 3)", "(4,)"], at, "reshape one operand"
+
+
+@bad(mg.ShapeError)
+def matmul_shape_clash():
+    with mg.Graph().as_default():
+        x = mg.placeholder((None, 3), name="x")
+        w = mg.Variable(np.ones((4, 2)), name="w")
+        trigger, at = (lambda: x @ w), here()
+    return trigger, ["%matmul = matmul(%x, %w)", "%x is (None, 3)", "%w is (4, 2)"], at, \
+        "transpose one of them"
+
+
+@bad(mg.ShapeError)
+def reshape_to_the_wrong_size():
+    with mg.Graph().as_default():
+        x = mg.constant(np.ones((2, 3)), name="x")
+        trigger, at = (lambda: mg.reshape(x, (4, 2))), here()
+    return trigger, ["%reshape = reshape(%x, shape=(4, 2))"], at, "must stay the same"
+
+
+@bad(mg.ShapeError)
+def index_out_of_range():
+    with mg.Graph().as_default():
+        x = mg.placeholder((None, 3), name="x")
+        trigger, at = (lambda: x[:, 5]), here()
+    return trigger, ["%getitem = getitem(%x, index=[:, 5])"], at, "out of range"
+
+
+@bad(mg.ShapeError)
+def fancy_indexing():
+    with mg.Graph().as_default():
+        x = mg.placeholder((None, 3), name="x")
+        trigger, at = (lambda: x[[0, 2]]), here()
+    return trigger, ["getitem", "list"], at, "basic slicing"
+
+
+@bad(mg.DTypeError)
+def exp_of_integers():
+    with mg.Graph().as_default():
+        n = mg.placeholder((None,), "int64", name="n")
+        trigger, at = (lambda: mg.exp(n)), here()
+    return trigger, ["%exp = exp(%n)", "int64"], at, "mg.cast"
+
+
+@bad(mg.DTypeError)
+def float_labels_for_cross_entropy():
+    with mg.Graph().as_default():
+        logits = mg.placeholder((None, 2), name="logits")
+        labels = mg.placeholder((None,), name="labels")
+        trigger, at = (lambda: mg.cross_entropy(logits, labels)), here()
+    return trigger, ["%cross_entropy = cross_entropy(%logits, %labels)", "float32"], at, \
+        "integer class labels"
+
+
+@bad(mg.DTypeError)
+def where_with_a_float_condition():
+    with mg.Graph().as_default():
+        x = mg.placeholder((3,), name="x")
+        trigger, at = (lambda: mg.where(x, x, 0.0)), here()
+    return trigger, ["%where = where(%x, %x, %const)"], at, "compare first"
+
+
+@bad(mg.GraphError)
+def mixing_two_graphs():
+    with mg.Graph().as_default():
+        a = mg.placeholder((2,), name="a")
+    with mg.Graph().as_default():
+        b = mg.placeholder((2,), name="b")
+    trigger, at = (lambda: a + b), here()
+    return trigger, ["%a", "%b", "add"], at, "same graph"
+
+
+@bad(mg.GraphError)
+def assign_to_something_that_is_not_a_variable():
+    with mg.Graph().as_default():
+        x = mg.placeholder((2,), name="x")
+        trigger, at = (lambda: mg.assign(x, [1.0, 2.0])), here()
+    return trigger, ["mg.assign", "%x = placeholder()"], at, "mg.Variable"
+
+
+@bad(mg.ShapeError)
+def assign_of_the_wrong_shape():
+    with mg.Graph().as_default():
+        w = mg.Variable(np.ones(3), name="w")
+        trigger, at = (lambda: mg.assign(w, np.ones(4), name="reset")), here()
+    return trigger, ["%reset = assign(%w, %const)", "(4,)"], at, "variable"
+
+
+@bad(mg.UnknownOpError)
+def unknown_op():
+    x = mg.tensor([1.0, 2.0])
+    trigger, at = (lambda: mg.apply("sofmax", [x])), here()
+    return trigger, ["'sofmax'"], at, "Did you mean softmax"
+
+
+@bad(mg.TracingError)
+def python_if_on_a_symbol():
+    with mg.Graph().as_default():
+        x = mg.placeholder((), name="x")
+        positive, at = x > 0, here()
+    return lambda: bool(positive), ["%greater"], at, "mg.cond"
+
+
+@bad(mg.DTypeError)
+def placeholder_with_a_bad_dtype():
+    with mg.Graph().as_default():
+        trigger, at = (lambda: mg.placeholder((2,), dtype="floaty", name="x")), here()
+    return trigger, ["'floaty'"], at, "'float32'"
+
+
+@bad(mg.GraphError)
+def gradients_of_an_eager_tensor():
+    t = mg.tensor(1.0, requires_grad=True)
+    trigger, at = (lambda: mg.gradients(t * t, [t])), here()
+    return trigger, ["mg.gradients", "tensor("], at, ".backward()"
+
+
+# --- running ------------------------------------------------------------------------------------
+
+
+@bad(mg.ExecutionError)
+def label_out_of_range_at_run_time():
+    with mg.Graph().as_default() as g:
+        logits = mg.placeholder((None, 2), name="logits")
+        labels = mg.placeholder((None,), "int64", name="labels")
+        loss, at = mg.cross_entropy(logits, labels, name="ce"), here()
+    feed = {logits: np.zeros((2, 2)), labels: [0, 7]}
+    return lambda: mg.Session(g).run(loss, feed), \
+        ["while executing %ce = cross_entropy(%logits, %labels)"], at, "[0, 2)"
+
+
+@bad(mg.ExecutionError)
+def reshape_that_fails_only_at_run_time():
+    with mg.Graph().as_default() as g:
+        x = mg.placeholder((None, 3), name="x")
+        y, at = mg.reshape(x, (2, 3), name="two_rows"), here()
+    return lambda: mg.Session(g).run(y, {x: np.ones((4, 3))}), \
+        ["while executing %two_rows = reshape(%x, shape=(2, 3))"], at, "reshape"
+
+
+# --- eager mode ---------------------------------------------------------------------------------
+
+
+@bad(mg.ShapeError)
+def eager_matmul_shape_clash():
+    a, b = mg.tensor(np.ones((2, 3))), mg.tensor(np.ones((4, 5)))
+    trigger, at = (lambda: a @ b), here()
+    return trigger, ["matmul(<tensor (2, 3) float64>, <tensor (4, 5) float64>)"], at, \
+        "transpose one of them"
+
+
+@bad(mg.GradientError)
+def backward_of_a_non_scalar():
+    w = mg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = w * 2.0
+    trigger, at = (lambda: y.backward()), here()
+    return trigger, ["backward()", "(3,)"], at, ".sum().backward()"
+
+
+@bad(mg.GradientError)
+def backward_without_requires_grad():
+    y = mg.tensor([1.0]) * 2.0
+    trigger, at = (lambda: y.backward()), here()
+    return trigger, ["backward()"], at, "requires_grad=True"
+
+
+@bad(mg.GradientError)
+def in_place_update_outside_no_grad():
+    w = mg.tensor([1.0], requires_grad=True)
+
+    def update() -> None:
+        nonlocal w
+        w -= 0.1
+
+    trigger, at = update, f"{here().split(':')[0]}:{update.__code__.co_firstlineno + 2}"
+    return trigger, ["in-place update"], at, "mg.no_grad()"
+
+
+@bad(mg.DTypeError)
+def requires_grad_on_integers():
+    trigger, at = (lambda: mg.tensor([1, 2], requires_grad=True)), here()
+    return trigger, ["mg.tensor", "int64"], at, "dtype='float32'"
+
+
+# --- the test -----------------------------------------------------------------------------------
+
+
+def test_the_catalogue_is_large() -> None:
+    assert len(CATALOGUE) >= 20
+
+
+@pytest.mark.parametrize("name", CATALOGUE)
+def test_each_mistake_raises_a_precise_error_naming_node_and_line(name: str) -> None:
+    error, case = CATALOGUE[name]
+    trigger, names, at, hint = case()
+    with pytest.raises(mg.MinigraphError) as info:
+        trigger()
+    assert type(info.value) is error, f"expected {error.__name__}, got {info.value!r}"
+    message = str(info.value)
+    for fragment in [*names, at, hint]:
+        assert fragment in message, f"{fragment!r} missing from:\n{message}"
+
+
+def test_run_time_errors_chain_the_original_exception() -> None:
+    trigger, *_ = label_out_of_range_at_run_time()
+    with pytest.raises(mg.ExecutionError) as info:
+        trigger()
+    assert isinstance(info.value.__cause__, IndexError)
+
+
+def test_validate_names_the_node_out_of_order() -> None:
+    with mg.Graph().as_default() as g:
+        x = mg.placeholder((2,), name="x")
+        _, at = mg.exp(x, name="y"), here()
+    g.nodes.reverse()
+    with pytest.raises(mg.GraphError, match=f"%y = exp.*{at}.*input %x comes later"):
+        g.validate()

@@ -1,0 +1,406 @@
+"""Every differentiable op: forward and gradient against PyTorch and central differences.
+
+Each case draws inputs (hypothesis picks shapes, broadcasting included, and attrs such as axes),
+then checks four things on the same numbers: minigraph's eager forward and ``backward()``, its
+graph forward and ``mg.gradients`` (with placeholders whose batch size may be ``None``), PyTorch's
+forward and autograd, and central differences of the PyTorch forward in float64.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+from minigraph_helpers import central_difference, values
+
+import course_utils.minigraph as mg
+from course_utils.minigraph import shapes as S
+
+SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@dataclass
+class Drawn:
+    arrays: list[np.ndarray]
+    mg_fn: Callable[..., Any]
+    torch_fn: Callable[..., Any]
+    wrt: tuple[int, ...] = (0,)  # inputs that get gradients
+    unknown_ok: bool = True  # may placeholders have a None leading dimension?
+    tol: float = 1e-7  # minigraph vs torch
+    eps: float = 1e-6  # central-difference step (larger where values are rounded to float32)
+
+
+CASES: dict[str, Callable[[st.DataObject], Drawn]] = {}
+
+
+def case(name: str) -> Callable:
+    def register(draw: Callable[[st.DataObject], Drawn]) -> Callable:
+        CASES[name] = draw
+        return draw
+
+    return register
+
+
+def shape(data: st.DataObject, min_dims: int = 0, max_dims: int = 3) -> tuple[int, ...]:
+    return data.draw(hnp.array_shapes(min_dims=min_dims, max_dims=max_dims, min_side=1,
+                                      max_side=3), label="shape")
+
+
+def broadcastable(data: st.DataObject, n: int = 2) -> tuple[tuple[int, ...], ...]:
+    return data.draw(hnp.mutually_broadcastable_shapes(num_shapes=n, max_dims=3, max_side=3),
+                     label="shapes").input_shapes
+
+
+def axis_attr(data: st.DataObject, ndim: int) -> int | tuple[int, ...] | None:
+    if ndim == 0:
+        return None
+    return data.draw(st.one_of(
+        st.none(), st.integers(-ndim, ndim - 1),
+        st.lists(st.integers(0, ndim - 1), min_size=1, max_size=ndim, unique=True).map(tuple),
+    ), label="axis")
+
+
+def torch_axes(axis: Any, ndim: int) -> tuple[int, ...]:
+    return S.normalize_axes(axis, ndim)
+
+
+# --- elementwise ------------------------------------------------------------------------------
+
+
+def binary(name: str, mg_fn: Callable, torch_fn: Callable, kx: str = "any",
+           ky: str = "any") -> None:
+    @case(name)
+    def draw(data: st.DataObject) -> Drawn:
+        sx, sy = broadcastable(data)
+        return Drawn([values(data, sx, kx), values(data, sy, ky)], mg_fn, torch_fn, wrt=(0, 1))
+
+
+binary("add", mg.add, torch.add)
+binary("sub", mg.sub, torch.sub)
+binary("mul", mg.mul, torch.mul)
+binary("div", mg.div, torch.div)
+binary("pow", mg.pow, torch.pow, kx="pos")
+binary("maximum", mg.maximum, torch.maximum, kx="even", ky="odd")
+
+
+def unary(name: str, mg_fn: Callable, torch_fn: Callable, kind: str = "any") -> None:
+    @case(name)
+    def draw(data: st.DataObject) -> Drawn:
+        return Drawn([values(data, shape(data), kind)], mg_fn, torch_fn)
+
+
+unary("neg", mg.neg, torch.neg)
+unary("exp", mg.exp, torch.exp)
+unary("log", mg.log, torch.log, kind="pos")
+unary("sqrt", mg.sqrt, torch.sqrt, kind="pos")
+unary("tanh", mg.tanh, torch.tanh)
+unary("sigmoid", mg.sigmoid, torch.sigmoid)
+unary("relu", mg.relu, torch.relu)
+unary("identity", mg.identity, lambda x: x * 1)
+
+
+@case("where")
+def _where(data: st.DataObject) -> Drawn:
+    sc, sx, sy = broadcastable(data, 3)
+    cond = values(data, sc) > 0
+    return Drawn([cond, values(data, sx), values(data, sy)], mg.where, torch.where, wrt=(1, 2))
+
+
+@case("cast")
+def _cast(data: st.DataObject) -> Drawn:
+    return Drawn([values(data, shape(data))], lambda x: mg.cast(x, "float32"),
+                 lambda x: x.to(torch.float32), tol=1e-5, eps=1e-2)
+
+
+# --- reductions and losses --------------------------------------------------------------------
+
+
+def reduction(name: str, mg_fn: Callable, torch_fn: Callable, kind: str = "any") -> None:
+    @case(name)
+    def draw(data: st.DataObject) -> Drawn:
+        s = shape(data)
+        axis, keepdims = axis_attr(data, len(s)), data.draw(st.booleans(), label="keepdims")
+
+        def reference(x: torch.Tensor) -> torch.Tensor:
+            return torch_fn(x, torch_axes(axis, x.ndim), keepdims)
+
+        return Drawn([values(data, s, kind)], lambda x: mg_fn(x, axis=axis, keepdims=keepdims),
+                     reference)
+
+
+def _torch_reduce(fn: Callable) -> Callable:
+    def reduce(x: torch.Tensor, axes: tuple[int, ...], keepdims: bool) -> torch.Tensor:
+        return fn(x, dim=axes, keepdim=keepdims) if axes else x * 1
+
+    return reduce
+
+
+reduction("sum", mg.sum, _torch_reduce(torch.sum))
+reduction("mean", mg.mean, _torch_reduce(torch.mean))
+reduction("max", mg.max, _torch_reduce(torch.amax), kind="distinct")
+
+
+def softmax_like(name: str, mg_fn: Callable, torch_fn: Callable) -> None:
+    @case(name)
+    def draw(data: st.DataObject) -> Drawn:
+        s = shape(data, min_dims=1)
+        axis = data.draw(st.integers(-len(s), len(s) - 1), label="axis")
+        return Drawn([values(data, s)], lambda x: mg_fn(x, axis=axis),
+                     lambda x: torch_fn(x, dim=axis))
+
+
+softmax_like("softmax", mg.softmax, torch.softmax)
+softmax_like("log_softmax", mg.log_softmax, torch.log_softmax)
+
+
+@case("cross_entropy")
+def _cross_entropy(data: st.DataObject) -> Drawn:
+    n, k = data.draw(st.integers(1, 4), label="n"), data.draw(st.integers(2, 4), label="k")
+    labels = np.asarray(data.draw(st.lists(st.integers(0, k - 1), min_size=n, max_size=n)))
+    return Drawn([values(data, (n, k)), labels], mg.cross_entropy,
+                 lambda lg, lb: torch.nn.functional.cross_entropy(lg, lb, reduction="none"))
+
+
+# --- linear algebra and shapes ----------------------------------------------------------------
+
+
+@case("matmul")
+def _matmul(data: st.DataObject) -> Drawn:
+    bx, by = data.draw(hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=2, max_side=2),
+                       label="batch").input_shapes
+    n, k, m = (data.draw(st.integers(1, 3)) for _ in range(3))
+    return Drawn([values(data, (*bx, n, k)), values(data, (*by, k, m))], mg.matmul, torch.matmul,
+                 wrt=(0, 1))
+
+
+@case("reshape")
+def _reshape(data: st.DataObject) -> Drawn:
+    s = shape(data)
+    target = data.draw(st.sampled_from([(-1,), tuple(reversed(s)), (*s, 1)]), label="target")
+    return Drawn([values(data, s)], lambda x: mg.reshape(x, target),
+                 lambda x: torch.reshape(x, target))
+
+
+@case("transpose")
+def _transpose(data: st.DataObject) -> Drawn:
+    s = shape(data)
+    axes = data.draw(st.one_of(st.none(), st.permutations(range(len(s))).map(tuple)), label="axes")
+    return Drawn([values(data, s)], lambda x: mg.transpose(x, axes),
+                 lambda x: x.permute(axes if axes is not None else tuple(reversed(range(x.ndim)))))
+
+
+@case("broadcast_to")
+def _broadcast_to(data: st.DataObject) -> Drawn:
+    s = shape(data)
+    target = (2, *(3 if d == 1 else d for d in s))
+    return Drawn([values(data, s)], lambda x: mg.broadcast_to(x, target),
+                 lambda x: torch.broadcast_to(x, target))
+
+
+def basic_index(data: st.DataObject, s: tuple[int, ...]) -> tuple:
+    index: list[Any] = []
+    for d in s:
+        start = data.draw(st.integers(-d, d - 1))
+        index.append(data.draw(st.one_of(
+            st.just(start), st.just(slice(None)),
+            st.builds(slice, st.just(start), st.integers(-d, d) | st.none(), st.integers(1, 2)),
+        )))
+    if data.draw(st.booleans()):
+        index.insert(data.draw(st.integers(0, len(index))), None)
+    return tuple(index)
+
+
+@case("getitem")
+def _getitem(data: st.DataObject) -> Drawn:
+    s = shape(data, min_dims=1)
+    index = basic_index(data, s)
+    return Drawn([values(data, s)], lambda x: mg.getitem(x, index), lambda x: x[index])
+
+
+@case("concat")
+def _concat(data: st.DataObject) -> Drawn:
+    s = shape(data, min_dims=1)
+    axis = data.draw(st.integers(-len(s), len(s) - 1), label="axis")
+    other = list(s)
+    other[axis] = data.draw(st.integers(1, 3))
+    return Drawn([values(data, s), values(data, tuple(other))],
+                 lambda x, y: mg.concat([x, y], axis=axis), lambda x, y: torch.cat([x, y], axis),
+                 wrt=(0, 1), unknown_ok=False)
+
+
+@case("expand_dims")
+def _expand_dims(data: st.DataObject) -> Drawn:
+    s = shape(data)
+    axis = data.draw(st.integers(-len(s) - 1, len(s)), label="axis")
+    return Drawn([values(data, s)], lambda x: mg.expand_dims(x, axis),
+                 lambda x: torch.unsqueeze(x, axis))
+
+
+@case("squeeze")
+def _squeeze(data: st.DataObject) -> Drawn:
+    s = list(shape(data, max_dims=2))
+    at = data.draw(st.integers(0, len(s)), label="at")
+    s.insert(at, 1)
+    return Drawn([values(data, tuple(s))], lambda x: mg.squeeze(x, at),
+                 lambda x: torch.squeeze(x, at))
+
+
+# --- the ops gradients are made of: the second input only lends its run-time shape -----------
+
+
+@case("unbroadcast")
+def _unbroadcast(data: st.DataObject) -> Drawn:
+    like, other = broadcastable(data)
+    g = np.broadcast_shapes(like, other)
+    return Drawn([values(data, g), values(data, like)],
+                 lambda g, like: mg.apply("unbroadcast", [g, like]),
+                 lambda g, like: g.sum_to_size(like.shape))
+
+
+@case("broadcast_like")
+def _broadcast_like(data: st.DataObject) -> Drawn:
+    sx, other = broadcastable(data)
+    like = np.broadcast_shapes(sx, other)
+    return Drawn([values(data, sx), values(data, like)], mg.broadcast_like,
+                 lambda x, like: x.expand(like.shape))
+
+
+@case("getitem_grad")
+def _getitem_grad(data: st.DataObject) -> Drawn:
+    s = shape(data, min_dims=1)
+    index = basic_index(data, s)
+    g = np.zeros(s)[index].shape
+
+    def reference(g: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+        out = torch.zeros(like.shape, dtype=g.dtype)
+        out[index] = g
+        return out
+
+    return Drawn([values(data, g), values(data, s)],
+                 lambda g, like: mg.getitem_grad(g, like, index), reference)
+
+
+# --- the checks -------------------------------------------------------------------------------
+
+
+def test_every_differentiable_builtin_op_has_a_case() -> None:
+    differentiable = {name for name in mg.ops._BUILTIN if mg.OPS[name].vjp is not None}
+    assert differentiable == set(CASES)
+
+
+def _torch_reference(d: Drawn, cotangent: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+    ts = [torch.tensor(a, requires_grad=i in d.wrt) for i, a in enumerate(d.arrays)]
+    out = d.torch_fn(*ts)
+    (out * torch.tensor(cotangent)).sum().backward()
+    return out.detach().numpy(), [ts[i].grad.numpy() for i in d.wrt]
+
+
+def _eager(d: Drawn, cotangent: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+    ts = [mg.tensor(a, requires_grad=i in d.wrt) for i, a in enumerate(d.arrays)]
+    out = d.mg_fn(*ts)
+    mg.sum(out * cotangent).backward()
+    return out.numpy(), [ts[i].grad.numpy() for i in d.wrt]
+
+
+def _graph(d: Drawn, cotangent: np.ndarray, unknown: bool) -> tuple[np.ndarray, list[np.ndarray]]:
+    with mg.Graph().as_default() as g:
+        phs = [mg.placeholder((None, *a.shape[1:]) if unknown and a.ndim else a.shape, a.dtype,
+                              name=f"in{i}") for i, a in enumerate(d.arrays)]
+        out = d.mg_fn(*phs)
+        loss = mg.sum(out * cotangent)
+        grads = mg.gradients(loss, [phs[i] for i in d.wrt])
+    g.validate()
+    with mg.Session(g) as sess:
+        return sess.run(out, dict(zip(phs, d.arrays, strict=True))), sess.run(
+            grads, dict(zip(phs, d.arrays, strict=True)))
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+@SETTINGS
+@given(data=st.data())
+def test_gradient_matches_torch_and_central_differences(name: str, data: st.DataObject) -> None:
+    d = CASES[name](data)
+    with torch.no_grad():
+        out_shape = d.torch_fn(*map(torch.tensor, d.arrays)).shape
+    cotangent = np.random.default_rng(0).uniform(-1, 1, out_shape)  # the vector in the VJP
+    expected_out, expected_grads = _torch_reference(d, cotangent)
+
+    def f(arrays: list[np.ndarray]) -> float:
+        with torch.no_grad():
+            return float((d.torch_fn(*map(torch.tensor, arrays)) * torch.tensor(cotangent)).sum())
+
+    for i, grad in zip(d.wrt, expected_grads, strict=True):
+        numeric = central_difference(f, d.arrays, i, d.eps)
+        np.testing.assert_allclose(grad, numeric, rtol=1e-5 * d.eps / 1e-6, atol=1e-6,
+                                   err_msg=f"torch vs central differences, input {i}")
+
+    unknown = d.unknown_ok and data.draw(st.booleans(), label="None batch dim")
+    for mode, (out, grads) in {"eager": _eager(d, cotangent),
+                               "graph": _graph(d, cotangent, unknown)}.items():
+        np.testing.assert_allclose(out, expected_out, rtol=d.tol, atol=d.tol,
+                                   err_msg=f"{mode} forward")
+        assert out.shape == expected_out.shape
+        for i, grad, expected in zip(d.wrt, grads, expected_grads, strict=True):
+            assert grad.shape == d.arrays[i].shape, f"{mode} gradient {i} has the input's shape"
+            np.testing.assert_allclose(grad, expected, rtol=max(d.tol, 1e-9), atol=d.tol,
+                                       err_msg=f"{mode} gradient of input {i}")
+
+
+# --- ops without gradients: forward only --------------------------------------------------------
+
+
+@pytest.mark.parametrize("name, reference", [
+    ("equal", np.equal), ("not_equal", np.not_equal), ("less", np.less),
+    ("less_equal", np.less_equal), ("greater", np.greater), ("greater_equal", np.greater_equal),
+])
+@SETTINGS
+@given(data=st.data())
+def test_comparisons_match_numpy_and_carry_no_gradient(name: str, reference: Callable,
+                                                       data: st.DataObject) -> None:
+    sx, sy = broadcastable(data)
+    x, y = np.round(values(data, sx)), np.round(values(data, sy))  # rounding makes ties
+    tx = mg.tensor(x, requires_grad=True)
+    out = mg.apply(name, [tx, y])
+    np.testing.assert_array_equal(out.numpy(), reference(x, y))
+    assert out.dtype == np.bool_ and not out.requires_grad
+
+
+def test_one_hot_size_ones_like_and_int_cast_match_numpy() -> None:
+    labels = np.array([2, 0, 1])
+    expected = np.eye(3, dtype=np.float32)[labels]
+    np.testing.assert_array_equal(mg.one_hot(labels, 3).numpy(), expected)
+    x = mg.tensor(np.arange(12.0).reshape(3, 4), requires_grad=True)
+    assert mg.size(x).item() == 12 and mg.size(x, axis=1).item() == 4
+    assert mg.size(x, axis=(0, 1), dtype="int64").dtype == np.int64
+    np.testing.assert_array_equal(mg.ones_like(x).numpy(), np.ones((3, 4)))
+    as_int = mg.cast(x * 1.5, "int64")
+    np.testing.assert_array_equal(as_int.numpy(), (np.arange(12.0) * 1.5).astype(int).reshape(3, 4))
+    assert not as_int.requires_grad  # the cast's vjp gives None for an int result
+
+
+def test_a_registered_op_works_eagerly_in_graphs_and_in_gradients() -> None:
+    softplus = mg.register_op(mg.Op(
+        "softplus_test", impl=lambda x: np.logaddexp(0.0, x), shape_rule=mg.same_shape_rule,
+        vjp=lambda g, out, x: (g * mg.sigmoid(x),), elementwise=True, doc="log(1 + exp(x))"))
+    x = np.array([-1.0, 0.0, 2.0])
+    t = mg.tensor(x, requires_grad=True)
+    softplus(t).sum().backward()
+    expected = 1 / (1 + np.exp(-x))
+    np.testing.assert_allclose(t.grad.numpy(), expected)
+    with mg.Graph().as_default() as g:
+        p = mg.placeholder((None,), "float64", name="p")
+        y = mg.apply("softplus_test", [p])
+        (dp,) = mg.gradients(mg.sum(y), [p])
+    assert "%softplus_test = softplus_test(%p)" in str(g)
+    out, grad = mg.Session(g).run([y, dp], {p: x})
+    np.testing.assert_allclose(out, np.logaddexp(0, x))
+    np.testing.assert_allclose(grad, expected)
+    assert math.isclose(float(softplus(mg.tensor(0.0))), math.log(2), rel_tol=1e-6)
