@@ -1,0 +1,147 @@
+"""``course-build-exercises``: write ``exercises/`` from ``solutions/``, the single source.
+
+Each ``solutions/NN_topic.ipynb`` becomes ``exercises/NN_topic.ipynb``: solution regions turn
+into stubs, outputs and execution counts are cleared, execution timing metadata is dropped, and
+everything else (cells, cell ids, metadata) is kept, so building twice gives identical bytes.
+
+    course-build-exercises            # write exercises/ from solutions/
+    course-build-exercises --check    # write nothing; fail if exercises/ is stale (for CI)
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import nbformat
+from nbformat import NotebookNode
+
+from course_utils.grading.format import (
+    FormatError,
+    exercise_id,
+    is_solution,
+    strip_solutions,
+    validate,
+)
+
+#: Cell metadata written by Jupyter's "record timing" setting and the ExecuteTime extension.
+TIMING_KEYS = ("execution", "ExecuteTime")
+
+
+def find_course_root(start: Path | None = None) -> Path:
+    """The course repository: the first folder, from ``start`` (default: cwd) upward, that holds
+    ``solutions/`` and ``pyproject.toml``; failing that, the checkout this package lives in."""
+    here = (start or Path.cwd()).resolve()
+    package_checkout = Path(__file__).resolve().parents[3]  # src/course_utils/grading/build.py
+    for folder in [here, *here.parents, package_checkout]:
+        if (folder / "solutions").is_dir() and (folder / "pyproject.toml").is_file():
+            return folder
+    raise FileNotFoundError(
+        f"no course repository (a folder with solutions/ and pyproject.toml) above {here}; "
+        "run from inside the course, or pass --solutions"
+    )
+
+
+def build_notebook(solution: NotebookNode, name: str = "notebook") -> NotebookNode:
+    """The exercise version of a solutions notebook (a new notebook; the input is untouched).
+
+    Raises FormatError, naming ``name`` and the cell, if the notebook breaks the format.
+
+    >>> import nbformat.v4 as v4
+    >>> cell = v4.new_code_cell("def f():\\n    ### BEGIN SOLUTION\\n    return 1\\n"
+    ...                         "    ### END SOLUTION", metadata={"tags": ["solution"],
+    ...                         "grading": {"id": "00.1"}})
+    >>> check = v4.new_code_cell("assert f() == 1", metadata={"tags": ["check"],
+    ...                          "grading": {"id": "00.1", "points": 1}})
+    >>> print(build_notebook(v4.new_notebook(cells=[cell, check])).cells[0].source)
+    def f():
+        raise NotImplementedError("Exercise 00.1: your code here")
+    """
+    validate(solution, name)
+    nb = copy.deepcopy(solution)
+    for cell in nb.cells:
+        for key in TIMING_KEYS:
+            cell.metadata.pop(key, None)
+        if cell.cell_type == "code":
+            cell.outputs = []
+            cell.execution_count = None
+            if is_solution(cell):
+                cell.source = strip_solutions(cell.source, exercise_id(cell))
+    return nb
+
+
+def notebook_bytes(nb: NotebookNode) -> bytes:
+    """The file contents nbformat writes for ``nb`` (sorted keys, so deterministic)."""
+    text = nbformat.writes(nb)
+    return (text if text.endswith("\n") else text + "\n").encode("utf-8")
+
+
+def plan(solutions: Path, exercises: Path) -> tuple[dict[Path, bytes], list[str]]:
+    """What ``exercises/`` should hold: {path: bytes}, plus the format errors that stop a file."""
+    wanted: dict[Path, bytes] = {}
+    errors: list[str] = []
+    for source in sorted(solutions.glob("*.ipynb")):
+        try:
+            nb = nbformat.read(source, as_version=4)
+            wanted[exercises / source.name] = notebook_bytes(build_notebook(nb, str(source)))
+        except FormatError as e:
+            errors.append(str(e))
+        except Exception as e:  # unreadable JSON and the like: report it, keep building others
+            errors.append(f"{source}: cannot read it as a notebook: {e}")
+    return wanted, errors
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line entry point; returns the exit status."""
+    parser = argparse.ArgumentParser(
+        prog="course-build-exercises", description="Write exercises/ from solutions/."
+    )
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1 if exercises/ is stale, naming each file")
+    parser.add_argument("--solutions", type=Path, help="solutions folder (default: the course's)")
+    parser.add_argument("--exercises", type=Path, help="exercises folder (default: the course's)")
+    args = parser.parse_args(argv)
+    try:
+        root = None if args.solutions and args.exercises else find_course_root()
+    except FileNotFoundError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    solutions = args.solutions or root / "solutions"
+    exercises = args.exercises or root / "exercises"
+    if not solutions.is_dir():
+        print(f"error: {solutions} is not a folder", file=sys.stderr)
+        return 2
+
+    wanted, errors = plan(solutions, exercises)
+    for error in errors:
+        print(f"error: {error}", file=sys.stderr)
+    existing = set(exercises.glob("*.ipynb")) if exercises.is_dir() else set()
+    orphans = sorted(p for p in existing if not (solutions / p.name).exists())
+    changed = {p: b for p, b in wanted.items() if not p.exists() or p.read_bytes() != b}
+
+    if args.check:
+        for path in sorted(changed):
+            state = "stale" if path.exists() else "missing"
+            print(f"{state}: {path} (run course-build-exercises)")
+        for path in orphans:
+            print(f"orphan: {path} has no {solutions / path.name}; delete it")
+        if changed or orphans or errors:
+            return 1
+        print(f"{exercises} is up to date ({len(wanted)} notebooks)")
+        return 0
+
+    exercises.mkdir(parents=True, exist_ok=True)
+    for path, data in sorted(changed.items()):
+        path.write_bytes(data)
+        print(f"wrote {path}")
+    for path in orphans:
+        print(f"warning: {path} has no {solutions / path.name}; delete it", file=sys.stderr)
+    print(f"{len(wanted) - len(changed)} unchanged, {len(changed)} written")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
