@@ -63,7 +63,8 @@ lint: venv
 NB ?= notebooks/*.ipynb
 execute: kernel
 	$(BIN)/jupyter nbconvert --to notebook --execute --inplace \
-		--ExecutePreprocessor.timeout=300 --ExecutePreprocessor.kernel_name=python3 $(NB)
+		--ExecutePreprocessor.timeout=300 --ExecutePreprocessor.kernel_name=python3 \
+		--ExecutePreprocessor.record_timing=False $(NB)
 
 # Regenerate exercises/ from solutions/.
 exercises: venv
