@@ -1,0 +1,704 @@
+"""Honest timing: warm-up, repeats, device synchronisation, medians and spreads, ratios, plots.
+
+A timing is only as good as what it waits for and what it leaves out. First calls trace, compile
+and fill caches; GPUs and TensorFlow may return before the work is done; a shared machine adds noise
+in bursts. So every measurement here
+
+- makes ``warmup`` untimed calls first (the first one's time is kept as ``first_call``: that is
+  where tracing and compilation happen, and what :func:`break_even` weighs);
+- waits for each call's result (``sync``): ``torch.cuda.synchronize()`` for CUDA tensors,
+  ``.numpy()`` for TensorFlow tensors;
+- takes ``repeats`` samples of ``number`` calls each and reports the median and the interquartile
+  range (IQR), which a few slow outliers do not move;
+- times several candidates round robin, so drift hits all of them alike.
+
+NB: PyTorch's ``torch.utils.benchmark.Timer`` works the same way for one statement (warm-up,
+CUDA synchronisation, median and IQR); timing several in interleaved rounds is what this module
+adds, so that their ratios hold up on a busy machine.
+
+>>> t = timeit(sorted, list(range(100)), repeats=5)
+>>> len(t.samples), t.number >= 1
+(5, True)
+>>> c = compare({"sorted": lambda: sorted(range(100)), "list": lambda: list(range(100))},
+...             repeats=5, progress=False)
+>>> c.baseline, sorted(c.ratios)
+('sorted', ['list', 'sorted'])
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+Clock = Callable[[], float]
+
+#: A sample lasts at least this long when ``number`` is calibrated, so that the clock's resolution
+#: and the timing loop's own overhead are small next to it.
+MIN_SAMPLE_S = 2e-3
+
+#: Calibration never asks for more calls per sample than this (a function that takes no time on
+#: the clock would otherwise never reach ``MIN_SAMPLE_S``).
+MAX_NUMBER = 1_000_000
+
+# ----------------------------------------------------------------------------- units
+
+_UNITS = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9))
+
+
+def pick_unit(seconds: float) -> tuple[str, float]:
+    """The unit that shows ``seconds`` with 1 to 3 digits before the point, as (name, scale).
+
+    >>> pick_unit(1.23e-5)
+    ('µs', 1e-06)
+    """
+    seconds = abs(float(f"{seconds:.3g}"))  # 999.96 µs rounds to 1.00 ms, not "1000 µs"
+    for name, scale in _UNITS:
+        if seconds >= scale:
+            return name, scale
+    return _UNITS[-1]
+
+
+def format_time(seconds: float, spread: float | None = None) -> str:
+    """Three significant digits in a unit picked for ``seconds``; ``spread`` uses the same unit.
+
+    >>> format_time(1.234e-5), format_time(1.234e-5, 4e-7), format_time(2.5)
+    ('12.3 µs', '12.3 µs ± 0.4 µs', '2.50 s')
+    """
+    name, scale = pick_unit(seconds)
+    value = float(f"{seconds / scale:.3g}")
+    decimals = max(0, 2 - math.floor(math.log10(abs(value)))) if value else 0
+    text = f"{value:.{decimals}f} {name}"
+    if spread is not None:
+        text += f" ± {spread / scale:.{decimals}f} {name}"
+    return text
+
+
+# ----------------------------------------------------------------------------- results
+
+
+@dataclass(repr=False)
+class Timing:
+    """What :func:`timeit` measured: seconds per call, one value per sample, and their summary.
+
+    >>> t = Timing("f", samples=[1e-6, 2e-6, 3e-6, 4e-6, 100e-6], number=1000)
+    >>> print(t)  # the 100 µs outlier moves neither the median nor the IQR
+    3.00 µs ± 1.00 µs (median ± IQR/2 of 5 samples, 1000 calls each)
+    """
+
+    name: str
+    samples: list[float]
+    number: int
+    #: seconds the very first call took (tracing, compiling, caches); None without warm-up
+    first_call: float | None = None
+
+    def __post_init__(self) -> None:
+        if len(self.samples) == 0:
+            raise ValueError(f"Timing {self.name!r} has no samples: use repeats >= 1")
+        self.samples = [float(s) for s in self.samples]
+
+    @property
+    def median(self) -> float:
+        return float(np.median(self.samples))
+
+    @property
+    def q1(self) -> float:
+        """First quartile: a quarter of the samples are faster."""
+        return float(np.percentile(self.samples, 25))
+
+    @property
+    def q3(self) -> float:
+        """Third quartile: a quarter of the samples are slower."""
+        return float(np.percentile(self.samples, 75))
+
+    @property
+    def iqr(self) -> float:
+        return self.q3 - self.q1
+
+    @property
+    def min(self) -> float:
+        return float(np.min(self.samples))
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(self.samples))
+
+    def __str__(self) -> str:
+        calls = "1 call" if self.number == 1 else f"{self.number} calls"
+        return (
+            f"{format_time(self.median, self.iqr / 2)} (median ± IQR/2 of "
+            f"{len(self.samples)} samples, {calls} each)"
+        )
+
+    def __repr__(self) -> str:
+        return f"<Timing {self.name!r}: {self}>"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for JSON: the raw samples and, for readers, their summary."""
+        summary = {k: getattr(self, k) for k in ("median", "q1", "q3", "iqr", "min", "mean")}
+        return {"kind": "timing", "name": self.name, "number": self.number,
+                "first_call": self.first_call, **summary, "samples": list(self.samples)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Timing:
+        """Inverse of :meth:`to_dict` (the summary is recomputed from the samples)."""
+        return cls(data["name"], list(data["samples"]), int(data["number"]),
+                   data.get("first_call"))
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """Median and quartiles of per-round time ratios to a baseline (below 1: faster)."""
+
+    median: float
+    q1: float
+    q3: float
+
+    def __str__(self) -> str:
+        return f"{self.median:.3g}× [{self.q1:.3g}, {self.q3:.3g}]"
+
+    def to_dict(self) -> dict[str, float]:
+        return {"median": self.median, "q1": self.q1, "q3": self.q3}
+
+
+@dataclass(repr=False)
+class Comparison:
+    """Candidates timed side by side by :func:`compare`, and their ratios to a baseline."""
+
+    timings: dict[str, Timing]
+    baseline: str
+
+    def __post_init__(self) -> None:
+        if self.baseline not in self.timings:
+            raise KeyError(
+                f"baseline {self.baseline!r} is not among the candidates {list(self.timings)}; "
+                "pass one of those names"
+            )
+
+    @property
+    def ratios(self) -> dict[str, Ratio]:
+        """Each candidate's time divided by the baseline's (see :meth:`ratios_to`)."""
+        return self.ratios_to(self.baseline)
+
+    def ratios_to(self, baseline: str) -> dict[str, Ratio]:
+        """Time ratios to ``baseline``: median and quartiles of the per-round ratios.
+
+        Round ``i`` timed every candidate once, close together in time, so the ratio of their
+        ``i``-th samples compares like with like, and drift common to both cancels out. On a
+        noisy machine this median ratio can differ a little from the ratio of the two medians.
+        """
+        if baseline not in self.timings:
+            raise KeyError(f"no candidate named {baseline!r}; have {list(self.timings)}")
+        base = np.asarray(self.timings[baseline].samples)
+        ratios = {}
+        for name, timing in self.timings.items():
+            samples = np.asarray(timing.samples)
+            if samples.shape != base.shape:
+                raise ValueError(
+                    f"{name!r} has {samples.size} samples and {baseline!r} {base.size}: "
+                    "ratios need candidates timed in the same rounds (use compare())"
+                )
+            q1, median, q3 = np.percentile(samples / base, [25, 50, 75])
+            ratios[name] = Ratio(float(median), float(q1), float(q3))
+        return ratios
+
+    def _rows(self) -> tuple[list[str], list[list[str]]]:
+        header = ["", "median", "± IQR/2", f"time / {self.baseline}", "samples × calls"]
+        rows = []
+        for (name, t), ratio in zip(self.timings.items(), self.ratios.values(), strict=True):
+            median, spread = format_time(t.median, t.iqr / 2).split(" ± ")
+            rows.append([name, median, f"± {spread}", str(ratio),
+                         f"{len(t.samples)} × {t.number}"])
+        return header, rows
+
+    def table(self) -> str:
+        """A text table: median, IQR/2, ratio to the baseline [IQR], samples × calls each."""
+        return _text_table(*self._rows())
+
+    def __str__(self) -> str:
+        return self.table()
+
+    def __repr__(self) -> str:
+        return f"<Comparison of {list(self.timings)}, baseline {self.baseline!r}>"
+
+    def _repr_html_(self) -> str:
+        return _html_table(*self._rows())
+
+    def _repr_pretty_(self, p, cycle) -> None:  # IPython's plain-text display: the table
+        p.text(self.table())
+
+    def plot(self, ax=None, *, log: bool = False):
+        """Bars of the medians with IQR error bars, labelled with the ratio to the baseline.
+
+        Returns the matplotlib ``Axes``; ``log=True`` uses a log scale for very unequal times.
+        """
+        ax = _axes(ax)
+        names = list(self.timings)
+        med = np.array([self.timings[n].median for n in names])
+        q1 = np.array([self.timings[n].q1 for n in names])
+        q3 = np.array([self.timings[n].q3 for n in names])
+        unit, scale = pick_unit(med.min())
+        bars = ax.bar(names, med / scale, yerr=[(med - q1) / scale, (q3 - med) / scale],
+                      capsize=4, color="tab:blue", alpha=0.8)
+        ax.bar_label(bars, labels=[f"{r.median:.2g}×" for r in self.ratios.values()])
+        ax.set_ylabel(f"time per call ({unit})")
+        ax.set_title(f"median and IQR; labels: time / {self.baseline}")
+        if log:
+            ax.set_yscale("log")
+        ax.tick_params(axis="x", labelrotation=30)
+        return ax
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "comparison",
+            "baseline": self.baseline,
+            "timings": {name: t.to_dict() for name, t in self.timings.items()},
+            "ratios": {name: r.to_dict() for name, r in self.ratios.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Comparison:
+        timings = {name: Timing.from_dict(t) for name, t in data["timings"].items()}
+        return cls(timings, data["baseline"])
+
+    def save_json(self, path: str | Path) -> Path:
+        """Write :meth:`to_dict` as JSON (read it back with :func:`load_json`)."""
+        return _write_json(self.to_dict(), path)
+
+
+@dataclass(repr=False)
+class Sweep:
+    """One :class:`Comparison` per problem size, from :func:`sweep`."""
+
+    sizes: list[Any]
+    comparisons: list[Comparison] = field(default_factory=list)
+
+    @property
+    def names(self) -> list[str]:
+        """Every candidate that appears at some size, in order of first appearance."""
+        return list(dict.fromkeys(n for c in self.comparisons for n in c.timings))
+
+    def _points(self, stat: Callable[[Comparison], Any]) -> list[tuple[Any, Any]]:
+        """(size, stat) pairs at the sizes where ``stat`` is not None."""
+        pairs = [(s, stat(c)) for s, c in zip(self.sizes, self.comparisons, strict=True)]
+        return [(s, v) for s, v in pairs if v is not None]
+
+    def medians(self, name: str) -> list[float | None]:
+        """``name``'s median at each size (None where it was not timed)."""
+        return [c.timings[name].median if name in c.timings else None for c in self.comparisons]
+
+    def _rows(self) -> tuple[list[str], list[list[str]]]:
+        columns = [self.medians(n) for n in self.names]
+        rows = [[str(size)] + [_fmt_or_dash(col[i]) for col in columns]
+                for i, size in enumerate(self.sizes)]
+        return ["size", *self.names], rows
+
+    def table(self) -> str:
+        """Medians per size (rows) and candidate (columns)."""
+        return _text_table(*self._rows())
+
+    def __str__(self) -> str:
+        return self.table()
+
+    def __repr__(self) -> str:
+        return f"<Sweep of {self.names} over sizes {self.sizes}>"
+
+    def _repr_html_(self) -> str:
+        return _html_table(*self._rows())
+
+    def _repr_pretty_(self, p, cycle) -> None:  # IPython's plain-text display: the table
+        p.text(self.table())
+
+    def plot(self, ax=None, *, xlabel: str = "problem size",
+             colors: Mapping[str, str] | None = None):
+        """Log-log time per call against size, one line per candidate, IQR shaded.
+
+        ``colors`` maps names to matplotlib colours, to keep them equal across several sweeps.
+        """
+        ax = _axes(ax)
+        for name in self.names:
+            points = self._points(lambda c, n=name: c.timings.get(n))
+            self._line(ax, name, name, points, colors)
+        self._finish(ax, xlabel, "time per call (s)")
+        return ax
+
+    def plot_ratio(self, baseline: str | Mapping[str, str] | None = None, ax=None, *,
+                   xlabel: str = "problem size", colors: Mapping[str, str] | None = None):
+        """Time / baseline against size, one line per candidate; below the line at 1 is faster.
+
+        ``baseline`` is one candidate's name, or a mapping from candidate to its own baseline
+        (``{"tf.function": "tf eager", "torch.compile": "torch eager"}``) to plot each framework's
+        graph mode against that framework's eager mode; by default each size's baseline.
+        """
+        ax = _axes(ax)
+        per_name = isinstance(baseline, Mapping)
+        pairs = dict(baseline) if per_name else {n: baseline for n in self.names}
+        for name, base in pairs.items():
+            def ratio(c: Comparison, n=name, b=base) -> Ratio | None:
+                b = b or c.baseline
+                ok = n in c.timings and b in c.timings and n != b
+                return c.ratios_to(b)[n] if ok else None
+
+            label = f"{name} / {base}" if per_name else name
+            self._line(ax, name, label, self._points(ratio), colors)
+        ax.axhline(1.0, color="gray", linewidth=1, linestyle="--")
+        ylabel = f"time / {'baseline' if per_name or baseline is None else baseline}"
+        self._finish(ax, xlabel, ylabel)
+        return ax
+
+    def _line(self, ax, name: str, label: str, points: list[tuple[Any, Any]],
+              colors: Mapping[str, str] | None) -> None:
+        """Medians joined by a line, the IQR shaded; a candidate keeps its colour in every plot."""
+        if not points:
+            return
+        if colors and name in colors:
+            color = colors[name]
+        else:
+            color = f"C{self.names.index(name) % 10}" if name in self.names else None
+        x = [s for s, _ in points]
+        ax.plot(x, [p.median for _, p in points], marker="o", label=label, color=color)
+        ax.fill_between(x, [p.q1 for _, p in points], [p.q3 for _, p in points], alpha=0.2,
+                        color=color)
+
+    def _finish(self, ax, xlabel: str, ylabel: str) -> None:
+        from matplotlib.ticker import NullLocator
+
+        ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel=ylabel)
+        ax.set_xticks(self.sizes, [str(s) for s in self.sizes])  # the sizes measured, no more
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.legend(fontsize="small")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": "sweep", "sizes": list(self.sizes),
+                "comparisons": [c.to_dict() for c in self.comparisons]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Sweep:
+        return cls(list(data["sizes"]), [Comparison.from_dict(c) for c in data["comparisons"]])
+
+    def save_json(self, path: str | Path) -> Path:
+        """Write :meth:`to_dict` as JSON (read it back with :func:`load_json`)."""
+        return _write_json(self.to_dict(), path)
+
+
+def load_json(path: str | Path) -> Timing | Comparison | Sweep:
+    """Read back what ``save_json`` wrote (or a ``to_dict()`` saved as JSON)."""
+    data = json.loads(Path(path).read_text())
+    kinds = {"timing": Timing, "comparison": Comparison, "sweep": Sweep}
+    kind = data.get("kind", "timing")
+    if kind not in kinds:
+        raise ValueError(f"{path}: unknown kind {kind!r}; expected one of {list(kinds)}")
+    return kinds[kind].from_dict(data)
+
+
+# ----------------------------------------------------------------------------- synchronisation
+
+
+def sync_result(result: Any) -> None:
+    """Wait until ``result`` is really computed; lists, tuples and dict values are searched.
+
+    Frameworks may return before the work is done: CUDA kernels are queued, and TensorFlow's
+    eager runtime can be asynchronous. A CUDA tensor (anything with ``is_cuda`` True) waits for
+    ``torch.cuda.synchronize(device)``; an MPS tensor for ``torch.mps.synchronize()``; a
+    TensorFlow tensor is pulled to the host with ``.numpy()``, which waits for it. Anything else
+    is already done (numpy, CPU torch tensors, Python numbers).
+    """
+    if isinstance(result, list | tuple):
+        for item in result:
+            sync_result(item)
+    elif isinstance(result, dict):
+        for item in result.values():
+            sync_result(item)
+    elif getattr(result, "is_cuda", False) is True:
+        import torch
+
+        torch.cuda.synchronize(result.device)
+    elif getattr(result, "is_mps", False) is True:
+        import torch
+
+        torch.mps.synchronize()
+    elif type(result).__module__.startswith("tensorflow") and hasattr(result, "numpy"):
+        result.numpy()
+
+
+def _cuda_synchronize(_result: Any) -> None:
+    import torch
+
+    torch.cuda.synchronize()
+
+
+def _resolve_sync(sync: str | Callable[[Any], Any] | None) -> Callable[[Any], Any]:
+    if sync == "auto":
+        return sync_result
+    if sync == "cuda":
+        return _cuda_synchronize
+    if sync is None:
+        return lambda _result: None
+    if callable(sync):
+        return sync
+    raise ValueError(f"sync={sync!r}: use 'auto', 'cuda', None, or a function of the result")
+
+
+# ----------------------------------------------------------------------------- timing
+
+
+@dataclass
+class _Candidate:
+    """One function being timed: a call that includes the sync, and what was measured so far."""
+
+    name: str
+    call: Callable[[], None]
+    number: int = 1
+    first_call: float | None = None
+    samples: list[float] = field(default_factory=list)
+
+    def timing(self) -> Timing:
+        return Timing(self.name, self.samples, self.number, self.first_call)
+
+
+def _one_two_five() -> Iterator[int]:
+    """1, 2, 5, 10, 20, 50, ...: the calls-per-sample tried by calibration (as stdlib timeit)."""
+    scale = 1
+    while True:
+        for step in (1, 2, 5):
+            yield step * scale
+        scale *= 10
+
+
+def _time_calls(call: Callable[[], None], number: int, clock: Clock) -> float:
+    """Seconds for ``number`` back-to-back calls (a sample; divide by ``number`` per call)."""
+    start = clock()
+    for _ in range(number):
+        call()
+    return clock() - start
+
+
+def _prepare(name: str, fn: Callable, args: tuple, *, warmup: int, number: int | None,
+             sync: Callable[[Any], Any], clock: Clock, min_sample_s: float) -> _Candidate:
+    """Warm ``fn`` up and settle its calls per sample; no samples are taken yet."""
+    cand = _Candidate(name, lambda: sync(fn(*args)))
+    if warmup > 0:
+        cand.first_call = _time_calls(cand.call, 1, clock)
+        for _ in range(warmup - 1):
+            cand.call()
+    cand.number = number or _calibrate(cand.call, clock, min_sample_s)
+    return cand
+
+
+def _calibrate(call: Callable[[], None], clock: Clock, min_sample_s: float) -> int:
+    """Calls per sample: the first of 1, 2, 5, 10, ... whose samples last ``min_sample_s``.
+
+    Two samples in a row must be long enough, so that one call slowed down by a busy machine
+    does not end the search early and leave every repeat too short.
+    """
+    for n in _one_two_five():
+        if n >= MAX_NUMBER or min(_time_calls(call, n, clock) for _ in range(2)) >= min_sample_s:
+            return n
+    raise AssertionError("unreachable: _one_two_five() never ends")
+
+
+def _check_counts(warmup: int, repeats: int, number: int | None) -> None:
+    if warmup < 0:
+        raise ValueError(f"warmup={warmup}: use 0 or more warm-up calls")
+    if repeats < 1:
+        raise ValueError(f"repeats={repeats}: use at least one sample")
+    if number is not None and number < 1:
+        raise ValueError(f"number={number}: use None (calibrate) or at least 1 call per sample")
+
+
+def _bar(total: int, progress: bool, desc: str | None):
+    # tqdm.auto shows a widget in Jupyter (ipywidgets is installed) and text in a terminal.
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, disable=not progress, desc=desc, unit="sample")
+
+
+def timeit(
+    fn: Callable,
+    *args: Any,
+    warmup: int = 3,
+    repeats: int = 20,
+    number: int | None = None,
+    sync: str | Callable[[Any], Any] | None = "auto",
+    clock: Clock = time.perf_counter,
+    progress: bool = False,
+    name: str | None = None,
+    min_sample_s: float = MIN_SAMPLE_S,
+) -> Timing:
+    """Time ``fn(*args)``: ``warmup`` untimed calls, then ``repeats`` samples of ``number`` calls.
+
+    Each sample reads ``clock`` before and after ``number`` back-to-back calls; the per-call time
+    is the sample divided by ``number``. ``number=None`` calibrates it (1, 2, 5, 10, 20, ...) so
+    that a sample lasts at least ``min_sample_s`` (2 ms), long enough for the clock's resolution
+    and the loop's own overhead not to matter.
+
+    ``sync`` runs after every call, inside the timed region: ``"auto"`` waits for CUDA tensors
+    and TensorFlow tensors in the result (:func:`sync_result`), ``"cuda"`` always calls
+    ``torch.cuda.synchronize()`` (use it when ``fn`` returns nothing), a function is called with
+    the result, ``None`` does nothing.
+
+    >>> t = timeit(sum, range(1000), repeats=5, name="sum")
+    >>> t.name, len(t.samples), t.q1 <= t.median <= t.q3
+    ('sum', 5, True)
+    """
+    _check_counts(warmup, repeats, number)
+    cand = _prepare(name or getattr(fn, "__name__", "fn"), fn, args, warmup=warmup,
+                    number=number, sync=_resolve_sync(sync), clock=clock,
+                    min_sample_s=min_sample_s)
+    with _bar(repeats, progress, cand.name) as bar:
+        for _ in range(repeats):
+            cand.samples.append(_time_calls(cand.call, cand.number, clock) / cand.number)
+            bar.update()
+    return cand.timing()
+
+
+def compare(
+    fns: Mapping[str, Callable],
+    *,
+    baseline: str | None = None,
+    args: tuple = (),
+    warmup: int = 3,
+    repeats: int = 20,
+    number: int | None = None,
+    sync: str | Callable[[Any], Any] | None = "auto",
+    clock: Clock = time.perf_counter,
+    progress: bool = True,
+    min_sample_s: float = MIN_SAMPLE_S,
+    desc: str | None = None,
+) -> Comparison:
+    """Time several functions of the same ``args`` side by side; ratios are to ``baseline``.
+
+    Each candidate is warmed up and gets its own calls per sample (as in :func:`timeit`); then
+    every round takes one sample of each candidate in turn. ``baseline`` defaults to the first.
+
+    >>> c = compare({"list": lambda: list(range(1000)), "tuple": lambda: tuple(range(1000))},
+    ...             repeats=5, progress=False)
+    >>> c.ratios["list"].median
+    1.0
+    """
+    if not fns:
+        raise ValueError("compare() needs at least one function, e.g. {'eager': f}")
+    _check_counts(warmup, repeats, number)
+    baseline = next(iter(fns)) if baseline is None else baseline
+    if baseline not in fns:
+        raise KeyError(f"baseline {baseline!r} is not among {list(fns)}; pass one of those names")
+    sync_fn = _resolve_sync(sync)
+    candidates = []
+    with _bar(len(fns) * repeats, progress, desc) as bar:
+        for name, fn in fns.items():
+            bar.set_postfix_str(f"warming up {name}")
+            candidates.append(_prepare(name, fn, args, warmup=warmup, number=number, sync=sync_fn,
+                                       clock=clock, min_sample_s=min_sample_s))
+        bar.set_postfix_str("")
+        # Round robin: each round samples every candidate once. Slow drift (clock boost and
+        # throttling, a neighbour's job, a warming cache) then lands on all candidates alike
+        # instead of on whichever ran last, and the i-th samples of two candidates were taken
+        # close together, which is what makes the per-round ratios in Comparison.ratios fair.
+        # Each round also starts one candidate later (a b c, b c a, c a b, ...), so that no
+        # candidate always follows the same one, whose lingering threads or evicted caches
+        # would otherwise slow it down every time.
+        for r in range(repeats):
+            for cand in candidates[r % len(candidates):] + candidates[:r % len(candidates)]:
+                cand.samples.append(_time_calls(cand.call, cand.number, clock) / cand.number)
+                bar.update()
+    return Comparison({c.name: c.timing() for c in candidates}, baseline)
+
+
+def sweep(
+    make_fns: Callable[[Any], Mapping[str, Callable]],
+    sizes: Sequence[Any],
+    *,
+    baseline: str | None = None,
+    **options: Any,
+) -> Sweep:
+    """Run :func:`compare` on ``make_fns(size)`` for each size: time against problem size.
+
+    ``make_fns(size)`` returns ``{name: zero-argument function}`` with the inputs of that size
+    already built (so building them is not timed). ``options`` go to :func:`compare`.
+
+    >>> s = sweep(lambda n: {"sum": lambda: sum(range(n))}, [10, 1000], repeats=3,
+    ...           progress=False)
+    >>> s.sizes, s.names
+    ([10, 1000], ['sum'])
+    """
+    comparisons = []
+    for size in sizes:
+        fns = make_fns(size)
+        comparisons.append(compare(fns, baseline=baseline, desc=f"size {size}", **options))
+    return Sweep(list(sizes), comparisons)
+
+
+def break_even(first_call_s: float, per_call_s_graph: float,
+               per_call_s_eager: float) -> int | None:
+    """How many calls it takes for a compiled function to pay for its compilation.
+
+    The compiled function's first call costs ``first_call_s`` (tracing and compiling included),
+    each later one ``per_call_s_graph``; eager costs ``per_call_s_eager`` every call. After ``n``
+    calls the graph has spent ``first + (n - 1) * graph`` and eager ``n * eager``: the answer is
+    the smallest ``n >= 1`` at which the graph has spent no more, or ``None`` if it never catches
+    up (it is not faster per call).
+
+    >>> break_even(1.0, 0.001, 0.002)   # 1 s to compile, then 1 ms saved per call
+    999
+    >>> break_even(1.0, 0.002, 0.001) is None
+    True
+    """
+    if min(first_call_s, per_call_s_graph, per_call_s_eager) < 0:
+        raise ValueError("break_even() takes times in seconds, which cannot be negative")
+    if first_call_s <= per_call_s_eager:
+        return 1
+    saved_per_call = per_call_s_eager - per_call_s_graph
+    if saved_per_call <= 0:
+        return None
+    calls = (first_call_s - per_call_s_graph) / saved_per_call
+    return max(1, math.ceil(calls - 1e-9))  # 1e-9: 998.9999999 from rounding is still 999
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _fmt_or_dash(seconds: float | None) -> str:
+    return "—" if seconds is None else format_time(seconds)
+
+
+def _text_table(header: list[str], rows: list[list[str]]) -> str:
+    """Columns padded to width: the first left-aligned (names), the others right (numbers)."""
+    widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=True)]
+
+    def line(cells: list[str]) -> str:
+        first, *rest = (c.ljust(w) if i == 0 else c.rjust(w)
+                        for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
+        return "  ".join([first, *rest]).rstrip()
+
+    return "\n".join([line(header), *(line(r) for r in rows)])
+
+
+def _html_table(header: list[str], rows: list[list[str]]) -> str:
+    def cells(tag: str, row: list[str]) -> str:
+        return "".join(f"<{tag}>{html.escape(c)}</{tag}>" for c in row)
+
+    body = "".join(f"<tr>{cells('td', r)}</tr>" for r in rows)
+    return (f"<table class='course-bench'><thead><tr>{cells('th', header)}</tr></thead>"
+            f"<tbody>{body}</tbody></table>")
+
+
+def _axes(ax):
+    if ax is None:
+        import matplotlib.pyplot as plt
+
+        _, ax = plt.subplots(figsize=(6, 3.5), layout="constrained")
+    return ax
+
+
+def _write_json(data: dict[str, Any], path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    return path

@@ -1,0 +1,493 @@
+"""Tests of course_utils.bench on a fake clock: every duration is known, so every statistic is too.
+
+The fake clock only moves when a timed function (or a sync hook) advances it, so the tests check
+exact medians, quartiles, calibration, call order and ratios without depending on the machine.
+The references are hand-computed values, the standard library's ``statistics`` module, and a
+brute-force count for break-even.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import statistics
+import time
+
+import matplotlib
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from course_utils import bench
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (after choosing the non-interactive backend)
+from matplotlib.axes import Axes  # noqa: E402
+
+MS = 1e-3
+
+
+class FakeClock:
+    """A clock that stands still until someone calls ``advance``."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+def takes(clock: FakeClock, *durations: float, log: list | None = None, tag: str = ""):
+    """A function whose successive calls take ``durations`` (cycled) on ``clock``."""
+    cycle = itertools.cycle(durations)
+
+    def fn(*args):
+        clock.advance(next(cycle))
+        if log is not None:
+            log.append(tag)
+
+    return fn
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+# ----------------------------------------------------------------------------- statistics
+
+
+def test_median_quartiles_of_known_samples(clock):
+    fn = takes(clock, 1 * MS, 2 * MS, 3 * MS, 4 * MS, 100 * MS)
+    t = bench.timeit(fn, warmup=0, repeats=5, number=1, clock=clock)
+    assert t.samples == pytest.approx([1 * MS, 2 * MS, 3 * MS, 4 * MS, 100 * MS])
+    # Hand-computed: the 100 ms outlier moves the mean but neither the median nor the quartiles.
+    assert t.median == pytest.approx(3 * MS)
+    assert (t.q1, t.q3, t.iqr) == pytest.approx((2 * MS, 4 * MS, 2 * MS))
+    assert (t.min, t.mean) == pytest.approx((1 * MS, 22 * MS))
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.floats(1e-7, 1.0), min_size=2, max_size=30))
+def test_summary_matches_statistics_module(samples):
+    t = bench.Timing("f", samples, number=1)
+    q1, median, q3 = statistics.quantiles(samples, n=4, method="inclusive")
+    assert t.median == pytest.approx(statistics.median(samples))
+    assert (t.q1, t.q3) == pytest.approx((q1, q3))
+    assert t.min <= t.q1 <= t.median <= t.q3 <= max(samples)
+
+
+def test_per_call_time_is_sample_over_number(clock):
+    t = bench.timeit(takes(clock, 0.5 * MS), warmup=0, repeats=4, number=7, clock=clock)
+    assert t.number == 7
+    assert t.samples == pytest.approx([0.5 * MS] * 4)
+
+
+@pytest.mark.parametrize(
+    ("per_call", "expected"),
+    # (away from the 2 ms threshold itself, where float rounding on the fake clock could tip it)
+    [(0.3 * MS, 10), (0.5 * MS, 5), (1.5 * MS, 2), (2.5 * MS, 1), (50 * MS, 1), (3e-6, 1000)],
+)
+def test_calibration_reaches_the_minimum_sample_time(clock, per_call, expected):
+    # Tries 1, 2, 5, 10, 20, ... calls: the first count whose sample lasts >= 2 ms wins.
+    t = bench.timeit(takes(clock, per_call), warmup=0, repeats=3, clock=clock)
+    assert t.number == expected
+    assert t.number * per_call >= bench.MIN_SAMPLE_S * (1 - 1e-9)
+    assert t.median == pytest.approx(per_call)
+
+
+def test_calibration_stops_for_a_function_that_takes_no_time(clock, monkeypatch):
+    monkeypatch.setattr(bench, "MAX_NUMBER", 100)
+    t = bench.timeit(lambda: None, warmup=0, repeats=2, clock=clock)
+    assert t.number == 100
+
+
+def test_warmup_is_untimed_and_first_call_is_kept(clock):
+    calls = []
+    # First call 1 s (a compile), then 1 ms each.
+    durations = iter([1.0] + [1 * MS] * 1000)
+
+    def fn():
+        calls.append(1)
+        clock.advance(next(durations))
+
+    t = bench.timeit(fn, warmup=3, repeats=5, number=2, clock=clock)
+    assert t.first_call == pytest.approx(1.0)
+    assert t.median == pytest.approx(1 * MS) and t.iqr == pytest.approx(0)
+    assert len(calls) == 3 + 5 * 2
+    assert bench.timeit(fn, warmup=0, repeats=1, number=1, clock=clock).first_call is None
+
+
+def test_arguments_are_passed(clock):
+    seen = []
+    bench.timeit(lambda a, b: seen.append((a, b)), 1, "x", warmup=1, repeats=1, number=1)
+    assert seen == [(1, "x"), (1, "x")]
+
+
+# ----------------------------------------------------------------------------- formatting
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (2.5, "2.50 s"),
+        (0.5, "500 ms"),
+        (1.234e-5, "12.3 µs"),
+        (3e-9, "3.00 ns"),
+        (999.96e-6, "1.00 ms"),  # rounds up into the next unit rather than "1000 µs"
+        (42.0, "42.0 s"),
+    ],
+)
+def test_format_time_picks_the_unit(seconds, text):
+    assert bench.format_time(seconds) == text
+
+
+def test_timing_str_reads_median_iqr_and_counts():
+    t = bench.Timing("f", [12.1e-6, 12.2e-6, 12.3e-6, 12.6e-6, 12.9e-6], number=500)
+    assert str(t) == "12.3 µs ± 0.2 µs (median ± IQR/2 of 5 samples, 500 calls each)"
+    assert "1 call each" in str(bench.Timing("g", [1.0], number=1))
+    assert "12.3 µs" in repr(t) and "'f'" in repr(t)
+
+
+# ----------------------------------------------------------------------------- sync hooks
+
+
+class FakeCudaTensor:
+    """Looks like a torch CUDA tensor to sync_result: ``is_cuda`` and a ``device``."""
+
+    is_cuda = True
+    device = "cuda:0"
+
+
+@pytest.fixture
+def cuda_spy(monkeypatch, clock):
+    torch = pytest.importorskip("torch")
+    calls = []
+
+    def synchronize(device=None):
+        calls.append(device)
+        clock.advance(1 * MS)  # waiting for the GPU takes time, and must be inside the timing
+
+    monkeypatch.setattr(torch.cuda, "synchronize", synchronize)
+    return calls
+
+
+def test_auto_sync_waits_for_cuda_results_inside_the_timing(clock, cuda_spy):
+    def fn():
+        clock.advance(1 * MS)
+        return FakeCudaTensor()
+
+    t = bench.timeit(fn, warmup=2, repeats=3, number=1, clock=clock)
+    assert cuda_spy == ["cuda:0"] * (2 + 3)
+    assert t.median == pytest.approx(2 * MS)  # 1 ms of work + 1 ms of waiting
+
+
+def test_auto_sync_searches_nested_results(clock, cuda_spy):
+    result = {"loss": FakeCudaTensor(), "extra": [1.0, (None, FakeCudaTensor())]}
+    bench.timeit(lambda: result, warmup=0, repeats=2, number=1, clock=clock)
+    assert len(cuda_spy) == 2 * 2
+
+
+def test_sync_cuda_none_and_callable(clock, cuda_spy):
+    bench.timeit(lambda: None, warmup=0, repeats=2, number=1, sync="cuda", clock=clock)
+    assert cuda_spy == [None, None]  # synchronised although nothing was returned
+    bench.timeit(FakeCudaTensor, warmup=0, repeats=2, number=1, sync=None, clock=clock)
+    assert len(cuda_spy) == 2  # sync=None waits for nothing
+    seen = []
+    bench.timeit(lambda: 7, warmup=1, repeats=2, number=1, sync=seen.append, clock=clock)
+    assert seen == [7, 7, 7]  # called with each call's result, warm-up included
+
+
+def test_cpu_results_are_not_synced(clock, cuda_spy):
+    np = pytest.importorskip("numpy")
+    torch = pytest.importorskip("torch")
+    bench.sync_result([np.ones(3), torch.ones(3), 1.5, "text", None])
+    assert cuda_spy == []
+
+
+def test_tensorflow_results_are_pulled_to_the_host(monkeypatch, clock):
+    tf = pytest.importorskip("tensorflow")
+    x = tf.constant([1.0, 2.0])
+    cls = next(c for c in type(x).__mro__ if "numpy" in vars(c))
+    real_numpy, pulls = cls.numpy, []
+
+    def spy(self):
+        pulls.append(self)
+        return real_numpy(self)
+
+    monkeypatch.setattr(cls, "numpy", spy)
+    bench.timeit(lambda: (x, {"y": x * 2}), warmup=1, repeats=2, number=1, clock=clock)
+    assert len(pulls) == 2 * 3  # two tensors per call, three calls
+
+
+def test_bad_sync_is_rejected():
+    with pytest.raises(ValueError, match="sync='gpu'"):
+        bench.timeit(lambda: None, sync="gpu")
+
+
+# ----------------------------------------------------------------------------- compare
+
+
+def test_compare_interleaves_rounds(clock):
+    log: list[str] = []
+    fns = {name: takes(clock, 1 * MS, log=log, tag=name) for name in "abc"}
+    bench.compare(fns, warmup=1, repeats=4, number=1, clock=clock, progress=False)
+    warmups, rounds = log[:3], log[3:]
+    assert warmups == ["a", "b", "c"]
+    # Round robin (not a a a a b b b b ...), each round starting one candidate later.
+    assert rounds == [*"abc", *"bca", *"cab", *"abc"]
+
+
+def test_ratios_pair_samples_by_round(clock):
+    # The machine slows down round by round (x1, x2, ... x8): medians spread widely, but within
+    # a round b always takes half of a's time, so the paired ratio is exactly 0.5 with no spread.
+    slow = iter(f for f in range(1, 9) for _ in range(2))
+    durations = {"a": 2 * MS, "b": 1 * MS}
+
+    def make(name):
+        return lambda: clock.advance(durations[name] * next(slow))
+
+    c = bench.compare({n: make(n) for n in "ab"}, warmup=0, repeats=8, number=1, clock=clock,
+                      progress=False)
+    assert c.baseline == "a"
+    assert c.timings["a"].iqr > 5 * MS
+    assert c.ratios["b"].median == pytest.approx(0.5)
+    assert c.ratios["b"].q3 - c.ratios["b"].q1 == pytest.approx(0)
+    assert c.ratios["a"].median == pytest.approx(1.0)
+    assert c.ratios_to("b")["a"].median == pytest.approx(2.0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.floats(1e-6, 1.0), st.floats(1e-6, 1.0)), min_size=1, max_size=20))
+def test_ratio_is_the_median_of_per_round_ratios(pairs):
+    a, b = zip(*pairs, strict=True)
+    c = bench.Comparison({"a": bench.Timing("a", a, 1), "b": bench.Timing("b", b, 1)}, "a")
+    per_round = [y / x for x, y in pairs]
+    r = c.ratios["b"]
+    assert r.median == pytest.approx(statistics.median(per_round))
+    assert r.q1 <= r.median <= r.q3
+    assert c.ratios["a"].median == pytest.approx(1.0)
+
+
+def test_each_candidate_gets_its_own_calibration(clock):
+    fns = {"slow": takes(clock, 5 * MS), "fast": takes(clock, 0.03 * MS)}
+    c = bench.compare(fns, baseline="slow", warmup=0, repeats=3, clock=clock, progress=False)
+    assert c.timings["slow"].number == 1
+    assert c.timings["fast"].number == 100
+    assert c.ratios["fast"].median == pytest.approx(0.006)
+
+
+def test_compare_rejects_bad_input(clock):
+    with pytest.raises(KeyError, match="'nope' is not among \\['a'\\]"):
+        bench.compare({"a": lambda: None}, baseline="nope", progress=False)
+    with pytest.raises(ValueError, match="at least one function"):
+        bench.compare({}, progress=False)
+    with pytest.raises(ValueError, match="repeats=0"):
+        bench.compare({"a": lambda: None}, repeats=0, progress=False)
+    with pytest.raises(ValueError, match="warmup=-1"):
+        bench.timeit(lambda: None, warmup=-1)
+    with pytest.raises(ValueError, match="no samples"):
+        bench.Timing("f", [], number=1)
+
+
+def test_table_and_html_show_every_candidate(clock):
+    fns = {"eager": takes(clock, 2 * MS), "<graph>": takes(clock, 0.5 * MS)}
+    c = bench.compare(fns, warmup=0, repeats=3, number=1, clock=clock, progress=False)
+    lines = c.table().splitlines()
+    assert len(lines) == 3
+    assert lines[1].startswith("eager") and "2.00 ms" in lines[1] and "1×" in lines[1]
+    assert lines[2].startswith("<graph>") and "500 µs" in lines[2] and "0.25×" in lines[2]
+    page = c._repr_html_()
+    assert page.count("<tr>") == 3 and "&lt;graph&gt;" in page and "<graph>" not in page
+
+
+def test_progress_bar_can_be_switched_off(clock, capsys):
+    bench.compare({"a": takes(clock, 1 * MS)}, repeats=2, number=1, clock=clock, progress=False)
+    assert capsys.readouterr().err == ""
+    bench.compare({"a": takes(clock, 1 * MS)}, repeats=2, number=1, clock=clock, progress=True,
+                  desc="demo")
+    assert "demo" in capsys.readouterr().err
+
+
+def test_real_clock_never_undercounts_a_sleep():
+    # time.sleep(d) lasts at least d, so an honest timer can only report more, never less.
+    t = bench.timeit(time.sleep, 2e-3, warmup=0, repeats=3, number=1)
+    assert t.min >= 2e-3
+
+
+# ----------------------------------------------------------------------------- sweep
+
+
+def fake_sweep(clock: FakeClock) -> bench.Sweep:
+    """'linear' takes size µs, 'flat' 100 µs; 'big-only' exists from size 100 on."""
+
+    def make_fns(size):
+        fns = {"linear": takes(clock, size * 1e-6), "flat": takes(clock, 100e-6)}
+        if size >= 100:
+            fns["big-only"] = takes(clock, 1e-6)
+        return fns
+
+    return bench.sweep(make_fns, [10, 100, 1000], warmup=0, repeats=3, clock=clock,
+                       progress=False)
+
+
+def test_sweep_times_each_size(clock):
+    s = fake_sweep(clock)
+    assert s.names == ["linear", "flat", "big-only"]
+    assert s.medians("linear") == pytest.approx([10e-6, 100e-6, 1000e-6])
+    assert s.medians("big-only")[0] is None
+    assert s.comparisons[2].ratios["flat"].median == pytest.approx(0.1)
+    rows = s.table().splitlines()
+    assert len(rows) == 4 and "—" in rows[1] and "1.00 ms" in rows[3]
+
+
+# ----------------------------------------------------------------------------- break-even
+
+
+def test_break_even_examples():
+    assert bench.break_even(1.0, 0.001, 0.002) == 999
+    assert bench.break_even(0.001, 0.001, 0.002) == 1  # no compile cost: wins from the start
+    assert bench.break_even(1.0, 0.002, 0.001) is None  # slower per call: never pays off
+    assert bench.break_even(1.0, 0.001, 0.001) is None
+    with pytest.raises(ValueError, match="negative"):
+        bench.break_even(-1.0, 0.001, 0.002)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 5000), st.integers(1, 60), st.integers(1, 60))
+def test_break_even_matches_counting_calls(first, graph, eager):
+    """Compare with a brute-force count of the calls until graph's total <= eager's."""
+    expected = None
+    for n in range(1, 10_000):
+        if first + (n - 1) * graph <= n * eager:
+            expected = n
+            break
+    assert bench.break_even(float(first), float(graph), float(eager)) == expected
+
+
+# ----------------------------------------------------------------------------- saving, plotting
+
+
+def test_json_round_trip(clock, tmp_path):
+    fns = {"a": takes(clock, 1 * MS, 3 * MS), "b": takes(clock, 2 * MS)}
+    c = bench.compare(fns, warmup=1, repeats=4, number=1, clock=clock, progress=False)
+    path = c.save_json(tmp_path / "out" / "c.json")
+    data = json.loads(path.read_text())  # plain JSON: nothing but dicts, lists, str and numbers
+    assert data["kind"] == "comparison" and data["timings"]["a"]["median"] == c.timings["a"].median
+    back = bench.load_json(path)
+    assert isinstance(back, bench.Comparison) and back.to_dict() == c.to_dict()
+    assert back.timings["a"].first_call == c.timings["a"].first_call
+
+    s = fake_sweep(clock)
+    back = bench.load_json(s.save_json(tmp_path / "s.json"))
+    assert isinstance(back, bench.Sweep) and back.to_dict() == s.to_dict()
+
+    t = c.timings["b"]
+    (tmp_path / "t.json").write_text(json.dumps(t.to_dict()))
+    assert bench.load_json(tmp_path / "t.json").to_dict() == t.to_dict()
+
+
+def test_plots_return_axes(clock):
+    fns = {"eager": takes(clock, 2 * MS), "graph": takes(clock, 0.5 * MS)}
+    c = bench.compare(fns, warmup=0, repeats=3, number=1, clock=clock, progress=False)
+    ax = c.plot()
+    assert isinstance(ax, Axes) and len(ax.patches) == 2
+    assert isinstance(c.plot(log=True), Axes)
+
+    s = fake_sweep(clock)
+    ax = s.plot()
+    assert isinstance(ax, Axes) and len(ax.get_lines()) == 3
+    assert ax.get_xscale() == ax.get_yscale() == "log"
+    ax = s.plot_ratio("flat")
+    assert isinstance(ax, Axes)
+    ax = s.plot_ratio({"linear": "flat", "big-only": "flat"})
+    labels = [line.get_label() for line in ax.get_lines()]
+    assert "linear / flat" in labels and "big-only / flat" in labels
+    _, given_ax = plt.subplots()
+    assert s.plot(ax=given_ax, colors={"flat": "black"}) is given_ax
+    flat = next(line for line in given_ax.get_lines() if line.get_label() == "flat")
+    assert flat.get_color() == "black"
+
+
+# ----------------------------------------------------------------------------- frameworks.py
+# The benchmark checks every mode against numpy references before timing it; here those
+# references are checked in turn against PyTorch.
+
+
+@pytest.fixture(scope="module")
+def frameworks():
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).parents[1] / "benchmarks" / "frameworks.py"
+    spec = importlib.util.spec_from_file_location("bench_frameworks", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while being created
+    spec.loader.exec_module(module)
+    yield module
+    del sys.modules[spec.name]
+
+
+@pytest.mark.parametrize(("k", "stride"), [(3, 1), (3, 2), (1, 2)])
+def test_numpy_conv_matches_torch(frameworks, k, stride):
+    torch = pytest.importorskip("torch")
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 8, 8, 3))
+    w = rng.standard_normal((k, k, 3, 4))
+    want = torch.nn.functional.conv2d(torch.tensor(x).permute(0, 3, 1, 2),
+                                      torch.tensor(w).permute(3, 2, 0, 1), stride=stride,
+                                      padding=k // 2).permute(0, 2, 3, 1).numpy()
+    np.testing.assert_allclose(frameworks.conv_np(x, w, stride), want, rtol=1e-10, atol=1e-12)
+
+
+def test_numpy_mlp_steps_match_torch_autograd(frameworks):
+    torch = pytest.importorskip("torch")
+    data = frameworks.mlp_data(40)
+    params = [torch.tensor(a, dtype=torch.float64, requires_grad=True)
+              for p in data["params"] for a in p]
+    X, y = torch.tensor(data["X"], dtype=torch.float64), torch.tensor(data["y"])
+    losses = []
+    for _ in range(2):
+        h = X
+        for i in range(0, len(params), 2):
+            h = h @ params[i] + params[i + 1]
+            h = torch.relu(h) if i + 2 < len(params) else h
+        loss = torch.nn.functional.cross_entropy(h, y)
+        grads = torch.autograd.grad(loss, params)
+        with torch.no_grad():
+            for p, g in zip(params, grads, strict=True):
+                p -= frameworks.LR * g
+        losses.append(loss.item())
+    want = frameworks.mlp_losses_np(data["params"], data["X"], data["Y"])
+    assert want == pytest.approx(losses, rel=1e-10)
+    assert want[1] < want[0]  # the update is a descent step
+
+
+def test_torch_cnn_matches_numpy_reference(frameworks):
+    torch = pytest.importorskip("torch")
+    data = frameworks.cnn_data(4)
+    fn = frameworks.cnn_torch(data, torch.device("cpu"), lambda f, example: f)
+    want = frameworks.cnn_np(data["x"], data["net"])
+    assert want.shape == (8, 10)
+    assert frameworks.check([fn()], [want], rtol=1e-4) is None
+
+
+def test_check_rejects_a_wrong_answer(frameworks):
+    import numpy as np
+
+    want = np.linspace(-1, 1, 10)
+    assert frameworks.check([want + 1e-6], [want], rtol=2e-3) is None
+    assert "differs" in frameworks.check([want * 1.01], [want], rtol=2e-3)
+    assert "shape" in frameworks.check([want[:5]], [want], rtol=2e-3)
