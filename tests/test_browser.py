@@ -13,6 +13,7 @@ import shutil
 import time
 from pathlib import Path
 
+import nbformat
 import pytest
 from lab_server import ROOT, running_lab
 
@@ -30,7 +31,9 @@ pytestmark = [
     pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (/usr/bin/chromium)"),
 ]
 
-SCRATCH = ROOT / ".browser-test"  # served by JupyterLab, ignored by git, removed afterwards
+# Served by JupyterLab (so not a hidden folder), ignored by git, removed afterwards.
+SCRATCH = ROOT / "browser-test-scratch"
+PANEL = ".jp-NotebookPanel:not(.lm-mod-hidden)"  # the notebook tab on show
 
 
 @pytest.fixture(scope="module")
@@ -70,8 +73,8 @@ def scratch():
 
 def open_notebook(page, lab, path: str, timeout: float = 60.0) -> None:
     """Open a notebook and wait until the server says its kernel is up and idle."""
-    page.goto(lab.url(f"lab/tree/{path}"))
-    page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=timeout * 1000)
+    page.goto(lab.url(f"lab/tree/{path}") + "&reset")  # reset: no tabs left from a previous step
+    page.wait_for_selector(f"{PANEL} .jp-Cell", timeout=timeout * 1000)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         accept_kernel_dialog(page)
@@ -84,7 +87,7 @@ def open_notebook(page, lab, path: str, timeout: float = 60.0) -> None:
 
 
 def prompts(page) -> list[str]:
-    cells = page.query_selector_all(".jp-CodeCell .jp-InputPrompt")
+    cells = page.query_selector_all(f"{PANEL} .jp-CodeCell .jp-InputPrompt")
     return [p.text_content().strip() for p in cells]
 
 
@@ -93,7 +96,7 @@ def wait_until_run(page, timeout: float = 100.0) -> None:
 
     (The toolbar says "idle" before the kernel has even started, so idle alone proves nothing.)
     """
-    indicator = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook-ExecutionIndicator"
+    indicator = f"{PANEL} .jp-Notebook-ExecutionIndicator"
     deadline, quiet_since = time.monotonic() + timeout, None
     while time.monotonic() < deadline:
         accept_kernel_dialog(page)
@@ -129,7 +132,7 @@ def run_all(page) -> None:
 def error_outputs(page) -> list[str]:
     """Texts of the outputs that show a Python exception (a traceback), not mere stderr."""
     outputs = page.query_selector_all(
-        ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']"
+        f"{PANEL} .jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']"
     )
     return [t for t in (o.text_content() for o in outputs) if "Traceback" in t or "Error" in t]
 
@@ -145,3 +148,53 @@ def test_lesson_00_runs_clean_and_shows_the_environment(page, lab, shots):
     assert "numpy" in report.text_content()
     report.scroll_into_view_if_needed()
     page.screenshot(path=shots / "1b-lesson-00-environment-report.png")
+
+
+def test_lesson_02_draws_its_graph(page, lab, shots):
+    open_notebook(page, lab, "notebooks/02_static_graphs.ipynb")
+    run_all(page)
+    assert not error_outputs(page), f"cells raised: {error_outputs(page)}"
+    drawings = page.query_selector_all(f"{PANEL} .jp-RenderedSVG")
+    assert drawings, "no SVG graph drawing was rendered"
+    drawings[0].scroll_into_view_if_needed()
+    page.screenshot(path=shots / "2-lesson-02-graph-drawing.png")
+
+
+def solution_source(notebook: Path, exercise: str) -> str:
+    """The answer to `exercise` from the course's solutions, without the solution markers."""
+    nb = nbformat.read(notebook, as_version=4)
+    cell = next(c for c in nb.cells if "solution" in c.metadata.get("tags", [])
+                and c.metadata.get("grading", {}).get("id") == exercise)
+    return "\n".join(line for line in cell.source.splitlines()
+                     if line.strip() not in ("### BEGIN SOLUTION", "### END SOLUTION"))
+
+
+def test_answer_an_exercise_and_grade_it(page, lab, shots, scratch):
+    name = "01_computation_graphs.ipynb"
+    shutil.copy(ROOT / "exercises" / name, scratch / name)
+    answer = solution_source(ROOT / "solutions" / name, "01.1")
+
+    open_notebook(page, lab, f"{scratch.name}/{name}")
+    stub = page.locator(f"{PANEL} .jp-CodeCell", has_text="Exercise 01.1").first
+    stub.scroll_into_view_if_needed()
+    stub.locator(".cm-content").click()
+    page.keyboard.press("Control+A")
+    page.keyboard.insert_text(answer)  # no key events: the editor adds no indentation or brackets
+    page.screenshot(path=shots / "3-exercise-01-answered.png")
+    page.keyboard.press("Escape")
+    page.keyboard.press("Control+S")
+    page.wait_for_timeout(1000)
+    assert "NotImplementedError(\"Exercise 01.1" not in (scratch / name).read_text(), "not saved"
+
+    grader = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        f'from course_utils.grading import grade\n\nprint("exit code:", grade.main(["{name}"]))'
+    )])
+    grader.cells[0].id = "grade"
+    nbformat.write(grader, scratch / "grade.ipynb")
+    open_notebook(page, lab, f"{scratch.name}/grade.ipynb")
+    run_all(page)
+    output = page.locator(f"{PANEL} .jp-OutputArea-output").all_text_contents()
+    page.screenshot(path=shots / "4-grading-report.png")
+    table = "\n".join(output)
+    row = next((line for line in table.splitlines() if line.strip().startswith("01.1")), "")
+    assert "pass" in row.split(), f"exercise 01.1 did not pass:\n{table}"
