@@ -209,7 +209,7 @@ def test_run_returns_the_structure_of_the_fetches(model) -> None:
 
 def test_run_prunes_to_what_the_fetches_need_and_fed_nodes_cut_the_graph(model) -> None:
     g, x, z, w, h, y, other, step, init = model
-    with mg.Session(g) as sess:
+    with mg.Session(g, optimize=False) as sess:  # the optimizer would fuse h into y
         sess.run(init)
         plan = sess.plan(y, {x: [1.0]})
         assert [n.name for n in plan.nodes] == ["x", "w", "h", "const", "y"]
@@ -372,3 +372,17 @@ def test_a_capturing_graph_records_every_op_and_lifts_outer_values() -> None:
     assert [n.op for n in body.nodes] == ["placeholder", "placeholder", "add", "constant", "exp"]
     with pytest.raises(mg.GraphError, match="different graphs"):
         mg.add(outer, y)  # outside the body, mixing graphs is an error again
+
+
+def test_ellipsis_indexing_matches_numpy_with_unknown_dims():
+    value = np.arange(24.0).reshape(2, 3, 4)
+    g = mg.Graph()
+    with g.as_default():
+        x = mg.placeholder((None, 3, 4), dtype="float64")
+        picks = {"[..., 1:2]": x[..., 1:2], "[0, ...]": x[0, ...], "[:, ..., 2]": x[:, ..., 2]}
+    expected = {"[..., 1:2]": value[..., 1:2], "[0, ...]": value[0, ...],
+                "[:, ..., 2]": value[:, ..., 2]}
+    with mg.Session(g) as sess:
+        got = sess.run(picks, {x: value})
+    for key, want in expected.items():
+        np.testing.assert_array_equal(got[key], want, err_msg=key)

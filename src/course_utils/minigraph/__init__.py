@@ -22,7 +22,9 @@ Files, one concern each: ``ops.py`` (the op table), ``shapes.py`` (shapes, dtype
 op's shape rule), ``graph.py`` (Node, Graph, builders), ``eager.py`` (Tensor, tape),
 ``autodiff.py`` (the backward walk, ``gradients``), ``functional.py`` (``apply`` and the op
 functions), ``operators.py`` (``+``, ``@``, ...), ``interpreter.py``, ``session.py``,
-``errors.py``.
+``errors.py``; ``tracing.py`` (``mg.function``), ``control_flow.py`` (``cond``,
+``while_loop``), ``autograph.py`` (``if``/``while`` to cond/while_loop), ``serialize.py``
+(``save``, ``load``).
 """
 
 from .autodiff import gradients
@@ -104,6 +106,19 @@ from .ops import OPS, Op, get_op, register_op
 from .session import Session
 from .shapes import broadcast_rule, same_shape_rule
 
+# isort: split
+# optimization, codegen, memory, profiling
+from .codegen import CompiledGraph, codegen
+from .memory import MemoryPlan, memory_plan
+from .passes import optimize
+from .profile import Profile, profile
+
+# isort: split
+# tracing, control flow, saving
+from .control_flow import cond, while_loop
+from .serialize import LoadedFunction, load, save
+from .tracing import ConcreteFunction, Function, function
+
 __all__ = [
     # errors
     "MinigraphError", "ShapeError", "DTypeError", "GraphError", "UnknownOpError", "FeedError",
@@ -123,4 +138,9 @@ __all__ = [
     "where", "cast", "sum", "mean", "max", "softmax", "log_softmax", "cross_entropy", "one_hot",
     "matmul", "reshape", "transpose", "broadcast_to", "getitem", "concat", "expand_dims",
     "squeeze", "ones_like", "size", "unbroadcast", "broadcast_like", "getitem_grad",
+    # optimization, codegen, memory, profiling
+    "optimize", "codegen", "CompiledGraph", "memory_plan", "MemoryPlan", "profile", "Profile",
+    # tracing, control flow, saving
+    "function", "Function", "ConcreteFunction", "cond", "while_loop", "save", "load",
+    "LoadedFunction",
 ]

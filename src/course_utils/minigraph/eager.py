@@ -204,7 +204,7 @@ def run_op(op: Op, inputs: tuple, attrs: dict[str, Any]) -> Tensor:
         ts = tuple(x if isinstance(x, Tensor) else Tensor(S.as_array(x, weak)) for x in inputs)
     arrays = [t._data for t in ts]
     try:
-        shape, dtype = op.shape_rule(*arrays, **attrs)
+        shape, dtype = _shape_rule(op, arrays, attrs)
     except (ShapeError, DTypeError) as e:
         raise type(e)(f"while running {_describe(op, ts, attrs)}: {e}") from None
     except Exception as e:  # a broken shape rule (or bad attrs): still say where
@@ -225,6 +225,29 @@ def run_op(op: Op, inputs: tuple, attrs: dict[str, Any]) -> Tensor:
     if _grad_enabled and op.vjp and S.is_float(dtype) and any(t.requires_grad for t in ts):
         result.requires_grad = True
         result._ctx = TapeEntry(op, ts, attrs, tuple(t._version for t in ts))
+    return result
+
+
+# A shape rule depends only on shapes, dtypes and attrs, and an eager loop applies the same op to
+# the same shapes again and again: remember each answer. Bounded, so that ever-changing shapes
+# cannot grow it without end. NB: JAX caches abstract evaluation by signature in the same way.
+_RULE_CACHE: dict[tuple, tuple] = {}
+_RULE_CACHE_SIZE = 4096
+
+
+def _shape_rule(op: Op, arrays: list[np.ndarray], attrs: dict[str, Any]) -> tuple:
+    """``op.shape_rule(*arrays, **attrs)``, remembered per (rule, shapes, dtypes, attrs)."""
+    try:
+        key = (op.shape_rule, *[(a.shape, a.dtype) for a in arrays], *attrs.items())
+        return _RULE_CACHE[key]
+    except KeyError:
+        pass
+    except TypeError:  # an unhashable attr (a slice, a list): nothing to remember it by
+        return op.shape_rule(*arrays, **attrs)
+    result = op.shape_rule(*arrays, **attrs)
+    if len(_RULE_CACHE) >= _RULE_CACHE_SIZE:
+        _RULE_CACHE.clear()
+    _RULE_CACHE[key] = result
     return result
 
 

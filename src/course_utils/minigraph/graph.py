@@ -41,8 +41,9 @@ class Node(Operators):
     """One op application in a graph, and the symbolic value it produces.
 
     ``shape`` has ``None`` for dimensions known only at run time; ``dtype`` is ``None`` for ops
-    that produce no value (``group``, ``initializer``); ``source`` is ``"file.py:LINE"`` of the
-    user code that created it. ``node.graph`` (set by ``Graph.add_node``) is its graph.
+    that produce no array: nothing (``group``, ``initializer``) or a tuple of results (``cond``,
+    ``while_loop``, read with ``tuple_get``); ``source`` is ``"file.py:LINE"`` of the user code
+    that created it. ``node.graph`` (set by ``Graph.add_node``) is its graph.
     """
 
     name: str
@@ -58,7 +59,8 @@ class Node(Operators):
         args = [f"%{x.name}" for x in self.inputs]
         hidden = _HIDDEN_ATTRS.get(self.op, ())
         args += [f"{k}={_format_attr(k, v)}" for k, v in self.attrs.items()
-                 if k not in hidden and v is not None and v is not False]
+                 if k not in hidden and v is not None and v is not False
+                 and not isinstance(v, Graph)]  # sub-graphs print indented below the node
         return f"%{self.name} = {self.op}({', '.join(args)})"
 
     def type_str(self) -> str:
@@ -68,12 +70,34 @@ class Node(Operators):
         comment = f"  # {self.type_str()}" if self.dtype is not None else ""
         return f"<Node {self.describe()}{comment}>"
 
-    def __bool__(self) -> bool:
-        raise TracingError(
-            f"the truth value of %{self.name} (defined at {self.source}) is not known until the "
-            f"graph runs, so Python `if`/`while`/`and` cannot branch on it; use mg.cond or "
-            f"mg.while_loop, or mg.where to pick between two values"
+    # Python asking for a concrete value: the control-flow trap of tracing.
+    def _no_value(self, what: str) -> TracingError:
+        return TracingError(
+            f"{what} at {user_source()} needs the value of %{self.name} = {self.op}(...) (defined "
+            f"at {self.source}), which is not known until the graph runs: while a graph is built, "
+            f"a value has a shape {self.type_str()} but no numbers. To branch or loop on it use "
+            f"mg.cond(pred, true_fn, false_fn) or mg.while_loop(cond_fn, body_fn, loop_vars), "
+            f"mg.where to pick between two values, or mg.function(..., autograph=True) to convert "
+            f"`if`/`while` statements; for its size, read .shape"
         )
+
+    def __bool__(self) -> bool:
+        raise self._no_value("`if`, `while`, `and`/`or` or bool()")
+
+    def __len__(self) -> int:
+        raise self._no_value("len()")
+
+    def numpy(self) -> np.ndarray:
+        raise self._no_value(".numpy()")
+
+    def item(self) -> Any:
+        raise self._no_value(".item()")
+
+    def __float__(self) -> float:
+        raise self._no_value("float()")
+
+    def __int__(self) -> int:
+        raise self._no_value("int()")
 
     def __iter__(self) -> Iterator[Node]:
         if not self.shape or self.shape[0] is None:
@@ -83,11 +107,12 @@ class Node(Operators):
 
 
 # How attrs print: hidden where the type comment already says it, arrays shortened.
-_HIDDEN_ATTRS = {"placeholder": ("shape", "dtype"), "variable": ("value",)}
+_HIDDEN_ATTRS = {"placeholder": ("shape", "dtype"), "variable": ("value",), "capture": ("ref",),
+                 "tuple_get": ("shape", "dtype")}
 
 
 def _format_attr(key: str, value: Any) -> str:
-    if key == "index":
+    if key == "index" and isinstance(value, tuple):  # getitem's; tuple_get's is an int
         return S.format_index(value)
     if isinstance(value, np.ndarray):
         if value.size > 4:
@@ -215,11 +240,22 @@ class Graph:
         return iter(self.nodes)
 
     def __str__(self) -> str:
-        lines = [n.describe() + (f"  # {n.type_str()}" if n.dtype is not None else "")
-                 for n in self.nodes]
+        return "\n".join(self._lines())
+
+    def _lines(self, inputs_in_header: bool = False) -> list[str]:
+        lines = []
+        for n in self.nodes:
+            if inputs_in_header and n.op == "placeholder":
+                continue
+            lines.append(n.describe() + (f"  # {n.type_str()}" if n.dtype is not None else ""))
+            for key, sub in n.attrs.items():  # cond, while_loop: their sub-graphs, indented
+                if isinstance(sub, Graph):
+                    params = ", ".join(f"%{p.name}" for p in sub.placeholders())
+                    lines.append(f"  {key}({params}):")
+                    lines += ["    " + line for line in sub._lines(inputs_in_header=True)]
         if self.outputs:
             lines.append("return " + ", ".join(f"%{n.name}" for n in self.outputs))
-        return "\n".join(lines)
+        return lines
 
     def __repr__(self) -> str:
         return f"<Graph with {len(self.nodes)} nodes>"

@@ -106,11 +106,11 @@ def conform(value: Any, shape: S.Shape, dtype: np.dtype | None) -> Any:
     The shape rule is the op's contract: this check catches an impl that breaks it (a common
     slip when you write a new op) at the op, not three ops later.
     """
-    if dtype is None:
-        return None
-    out = np.asarray(value)
+    if dtype is None:  # no array: group gives nothing, cond and while_loop a tuple of results
+        return value if isinstance(value, tuple) else None
+    out = value if type(value) is np.ndarray else np.asarray(value)
     out = out if out.dtype == dtype else out.astype(dtype)
-    if not S.compatible(tuple(shape), out.shape):
+    if out.shape != shape and not S.compatible(tuple(shape), out.shape):  # fast path first
         raise ValueError(f"the impl returned shape {out.shape} but the shape rule promised "
                          f"{S.format_shape(shape)}; fix one of them")
     return out

@@ -266,10 +266,12 @@ def index_shape(shape: Shape, index: tuple) -> Shape:
     if used > len(shape) or list(index).count(Ellipsis) > 1:
         raise ShapeError(f"index {format_index(index)} has too many entries for a value of shape "
                          f"{format_shape(shape)}")
-    if Ellipsis in index:
+    pad = (slice(None),) * (len(shape) - used)
+    if Ellipsis in index:  # `...` stands for the dimensions the index does not name
         at = index.index(Ellipsis)
-        index = index[:at] + (slice(None),) * (len(shape) - used) + index[at + 1 :]
-    index = index + (slice(None),) * (len(shape) - used)
+        index = index[:at] + pad + index[at + 1 :]
+    else:  # trailing dimensions not named are taken whole
+        index = index + pad
     out, dims = [], iter(shape)
     for item in index:
         if item is None:

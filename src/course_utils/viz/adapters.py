@@ -69,7 +69,8 @@ def _module(name: str) -> Any:
 # minigraph. Duck-typed against the IR spec: graph.nodes is a list of Node in topological order,
 # each with name, op, inputs (Nodes), attrs, shape, dtype.
 
-_MG_KIND = {"placeholder": "input", "variable": "param", "constant": "const"}
+# A traced function's captured tensors are its parameters (TF draws captured variables alike).
+_MG_KIND = {"placeholder": "input", "variable": "param", "capture": "param", "constant": "const"}
 # Ops that act by side effect: never what anyone means by "the output" of a TF1-style graph.
 _MG_EFFECTS = {"assign", "assign_add", "assign_sub", "group", "initializer"}
 

@@ -1,0 +1,409 @@
+"""Control flow as graph ops: ``mg.cond`` and ``mg.while_loop`` hold their bodies as sub-graphs.
+
+A trace records the one path Python took, so a Python ``if`` on a traced value cannot work
+(``bool()`` of a symbol raises ``TracingError``). These ops put both branches, or the loop's test
+and body, into the graph, and decide when the graph runs. In eager mode they are plain Python.
+
+>>> import course_utils.minigraph as mg
+>>> @mg.function
+... def f(x):
+...     return mg.cond(mg.sum(x) > 0, lambda: x * 2.0, lambda: -x)
+>>> f(mg.tensor([1.0, 2.0])), f(mg.tensor([-1.0, -2.0]))   # one trace, two branches
+(tensor([2., 4.], dtype=float32), tensor([1., 2.], dtype=float32))
+>>> print(f.get_graph(mg.tensor([0.0, 0.0])))
+%x = placeholder()  # (2,) float32
+%sum = sum(%x)  # () float32
+%const = constant(value=0.0)  # () float32
+%greater = greater(%sum, %const)  # () bool
+%cond = cond(%greater, %x)
+  true_fn(%x):
+    %const = constant(value=2.0)  # () float32
+    %mul = mul(%x, %const)  # (2,) float32
+    return %mul
+  false_fn(%x):
+    %neg = neg(%x)  # (2,) float32
+    return %neg
+%cond_out = tuple_get(%cond, index=0)  # (2,) float32
+return %cond_out
+
+A branch reads outer values (here ``x``) by capture: they become the cond's operands and the
+sub-graphs' inputs. A cond or while_loop node's value is the tuple of its results, which
+``tuple_get`` nodes read.
+
+NB: TensorFlow's ``If``/``While`` ops (``tf.cond``, ``tf.while_loop``) hold their branches as
+functions the same way; JAX's ``lax.cond``/``lax.while_loop`` hold jaxprs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+import course_utils.minigraph as mg
+
+from . import shapes as S
+from .eager import Tensor
+from .errors import DTypeError, GradientError, ShapeError, TracingError, user_source
+from .graph import Graph, Node, get_default_graph
+from .interpreter import Interpreter
+from .ops import Op, register_op
+from .tracing import inline, leaves, pack, structure
+
+# --- tracing a body into a sub-graph -------------------------------------------------------------
+
+
+class BranchGraph(Graph):
+    """A sub-graph being traced: a cond branch, a loop's test or body.
+
+    Its inputs are its placeholders, in order. A value it reads from an enclosing graph (or an
+    eager tensor) is captured: the enclosing graph lifts it, and it becomes one more input here.
+    NB: TensorFlow traces the branches of ``tf.cond`` into FuncGraphs the same way.
+    """
+
+    captures_outer = True
+
+    def __init__(self, parent: Graph) -> None:
+        super().__init__()
+        self.parent = parent
+        # id(value) -> (value, its node in the parent, its placeholder here)
+        self.captured: dict[int, tuple[Any, Node, Node]] = {}
+
+    def lift(self, value: Any, weak: np.dtype | None = None) -> Node:
+        if isinstance(value, Node) and value.graph is self:
+            return value
+        if not isinstance(value, (Node, Tensor)):
+            return super().lift(value, weak)  # numbers and arrays: constants
+        if id(value) not in self.captured:
+            outer = self.parent.lift(value)
+            inner = _placeholder_like(self, outer, outer.name)
+            self.captured[id(value)] = (value, outer, inner)
+        return self.captured[id(value)][2]
+
+
+def _placeholder_like(graph: Graph, node: Node, name: str) -> Node:
+    if node.dtype is None:
+        raise TracingError(f"%{node.name} ({node.op}) has no single value to use here; read "
+                           f"one of its results with tuple_get")
+    attrs = {"shape": node.shape, "dtype": node.dtype.name}
+    return graph.add_node("placeholder", (), attrs, name=name, source=node.source)
+
+
+def _trace(fn: Callable, parent: Graph, params: list[Node], names: list[str]) -> tuple:
+    """Run ``fn`` on placeholders like ``params`` in a new BranchGraph: ``(graph, result)``."""
+    graph = BranchGraph(parent)
+    with graph.as_default():
+        result = fn(*[_placeholder_like(graph, p, n) for p, n in zip(params, names, strict=True)])
+        graph.outputs = [graph.lift(v) for _, v in leaves(result)]
+    return graph, result
+
+
+def _finish(graphs: list[BranchGraph], n_params: int) -> tuple[list[Graph], list[Node]]:
+    """Give traced bodies one input list: their params, then everything any of them captured.
+
+    Returns the rebuilt graphs (placeholders first, in that order) and the captured outer nodes,
+    which become the op's extra operands.
+    """
+    captured: dict[int, Node] = {}
+    for g in graphs:
+        for _, outer, _ in g.captured.values():
+            captured.setdefault(id(outer), outer)
+    finished = []
+    for g in graphs:
+        new = Graph()
+        params = [_placeholder_like(new, p, p.name) for p in g.placeholders()[:n_params]]
+        inner = {id(outer): p for _, outer, p in g.captured.values()}
+        extra = {key: _placeholder_like(new, outer, inner[key].name if key in inner else outer.name)
+                 for key, outer in captured.items()}
+        args = params + [extra[id(outer)] for _, outer, _ in g.captured.values()]
+        new.outputs = inline(g, args, new)
+        finished.append(new)
+    return finished, list(captured.values())
+
+
+def _results(node: Node, n: int, names: list[str] | None) -> list[Node]:
+    """One ``tuple_get`` per result; it records the result's type, as a placeholder does."""
+    return [node.graph.add_node("tuple_get", (node,), {"index": i, "shape": shape,
+                                                       "dtype": dtype.name},
+                                source=node.source, name=names[i] if names else f"{node.name}_out")
+            for i, (shape, dtype) in enumerate(result_types(node)[:n])]
+
+
+def _enclosing_graph(*values: Any) -> Graph | None:
+    """Where a control-flow op goes: the graph being traced, else a symbolic input's graph;
+    ``None`` in eager mode."""
+    default = get_default_graph()
+    if default.captures_outer:
+        return default
+    return next((v.graph for v in values if isinstance(v, Node)), None)
+
+
+# --- cond -----------------------------------------------------------------------------------------
+
+
+def cond(pred: Any, true_fn: Callable[[], Any], false_fn: Callable[[], Any],
+         name: str | None = None) -> Any:
+    """``true_fn()`` if ``pred`` else ``false_fn()``, decided when the graph runs.
+
+    ``pred`` is a scalar bool. In a graph both functions are traced, must return the same
+    structure of values with the same dtypes, and the result has that structure. In eager mode,
+    or when ``pred`` is a Python bool, only the chosen function runs. NB: ``tf.cond``.
+    """
+    return _cond(pred, true_fn, false_fn, name=name)
+
+
+def _cond(pred: Any, true_fn: Callable, false_fn: Callable, name: str | None = None,
+          names: list[str] | None = None) -> Any:
+    graph = _enclosing_graph(pred)
+    if graph is None or not isinstance(pred, (Node, Tensor)):  # eager, or fixed while tracing
+        return true_fn() if pred else false_fn()
+    where = user_source()
+    pred = graph.lift(pred)
+    true_graph, true_result = _trace(true_fn, graph, [], [])
+    false_graph, false_result = _trace(false_fn, graph, [], [])
+    if structure(true_result) != structure(false_result):
+        raise TracingError(f"mg.cond at {where}: true_fn returns {structure(true_result)} but "
+                           f"false_fn returns {structure(false_result)}; both branches must "
+                           f"return the same structure of values")
+    _check_same_types(true_graph, false_graph, where, names)
+    (true_graph, false_graph), operands = _finish([true_graph, false_graph], 0)
+    node = graph.add_node("cond", (pred, *operands), {"true_fn": true_graph,
+                                                      "false_fn": false_graph}, name=name or "cond")
+    return pack(true_result, iter(_results(node, len(true_graph.outputs), names)))
+
+
+def _check_same_types(a: Graph, b: Graph, where: str, names: list[str] | None) -> None:
+    for i, (x, y) in enumerate(zip(a.outputs, b.outputs, strict=True)):
+        if x.dtype != y.dtype or len(x.shape) != len(y.shape):
+            what = f"`{names[i]}`" if names else f"result {i}"
+            raise TracingError(f"mg.cond at {where}: {what} is {x.type_str()} in the true branch "
+                               f"but {y.type_str()} in the false branch; a cond's result has one "
+                               f"dtype and rank, so cast or reshape one of them")
+
+
+def _merged_results(true_fn: Graph, false_fn: Graph) -> list[tuple[S.Shape, np.dtype]]:
+    """A cond's result types: equal dtype and rank in both branches; a size they disagree on
+    is known only at run time (``None``)."""
+    if len(true_fn.outputs) != len(false_fn.outputs):
+        raise ShapeError(f"true_fn returns {len(true_fn.outputs)} values but false_fn returns "
+                         f"{len(false_fn.outputs)}")
+    types = []
+    for i, (x, y) in enumerate(zip(true_fn.outputs, false_fn.outputs, strict=True)):
+        if x.dtype != y.dtype or len(x.shape) != len(y.shape):
+            raise DTypeError(f"result {i} is {x.type_str()} in true_fn but {y.type_str()} in "
+                             f"false_fn")
+        types.append((tuple(a if a == b else None for a, b in zip(x.shape, y.shape, strict=True)),
+                       x.dtype))
+    return types
+
+
+def _check_inputs(body: Graph, operands: tuple, what: str) -> None:
+    params = body.placeholders()
+    if len(params) != len(operands):
+        raise ShapeError(f"{what} takes {len(params)} inputs but the node gives it "
+                         f"{len(operands)} operands")
+    for i, (p, x) in enumerate(zip(params, operands, strict=True)):
+        if p.dtype != x.dtype or not S.compatible(p.shape, tuple(x.shape)):
+            raise ShapeError(f"{what} input {i} (%{p.name}) is {p.type_str()} but operand {i} is "
+                             f"{S.format_shape(x.shape)} {x.dtype}")
+
+
+def _cond_rule(pred: Any, *operands: Any, true_fn: Graph, false_fn: Graph) -> tuple:
+    if tuple(pred.shape) != () or pred.dtype != np.dtype(bool):
+        raise DTypeError(f"cond needs a scalar bool pred, got {S.format_shape(pred.shape)} "
+                         f"{pred.dtype}; compare to make one, e.g. mg.sum(x) > 0")
+    _check_inputs(true_fn, operands, "true_fn")
+    _check_inputs(false_fn, operands, "false_fn")
+    _merged_results(true_fn, false_fn)
+    return (), None  # no single array: a tuple of results, read with tuple_get
+
+
+def run_graph(graph: Graph, args: tuple) -> tuple:
+    """Run a sub-graph on ``args`` (one per placeholder, in order); its outputs as a tuple."""
+    return tuple(_run(Interpreter(graph), args))
+
+
+def _run(interpreter: Interpreter, args: tuple) -> list:
+    names = (p.name for p in interpreter.graph.placeholders())
+    return interpreter.run(dict(zip(names, args, strict=True)), {})
+
+
+def _cond_impl(pred: np.ndarray, *operands: np.ndarray, true_fn: Graph, false_fn: Graph) -> tuple:
+    return run_graph(true_fn if pred else false_fn, operands)
+
+
+class _ResultGrads:
+    """Gradients that reach some results of a cond or while_loop (``None`` for the others).
+
+    ``tuple_get``'s vjp sends one back to the node; the backward walk adds them with ``+``.
+    """
+
+    shape = ()  # the node's own (tuple) value has no array shape
+
+    def __init__(self, grads: list[Any]) -> None:
+        self.grads = grads
+
+    def __add__(self, other: _ResultGrads) -> _ResultGrads:
+        return _ResultGrads([a if b is None else b if a is None else a + b
+                             for a, b in zip(self.grads, other.grads, strict=True)])
+
+
+def _cond_vjp(g: Any, out: Node, pred: Node, *operands: Node, true_fn: Graph,
+              false_fn: Graph) -> tuple:
+    """A cond of the branches' vjps: the branch that ran forward is the one differentiated."""
+    if not isinstance(g, _ResultGrads):
+        raise GradientError(f"differentiate the results of %{out.name} (its tuple_get nodes), "
+                            f"not the cond node itself")
+    wanted = [i for i, gi in enumerate(g.grads) if gi is not None]
+    seeds = [g.grads[i] for i in wanted]
+    floats = [j for j, x in enumerate(operands) if S.is_float(x.dtype)]
+    if not floats:
+        return (None,) * (1 + len(operands))
+    attrs = {key: _vjp_graph(branch, wanted, seeds, floats)
+             for key, branch in [("true_fn", true_fn), ("false_fn", false_fn)]}
+    node = out.graph.add_node("cond", (pred, *operands, *seeds), attrs, name=f"{out.name}_grad")
+    grads: list[Node | None] = [None] * len(operands)
+    for j, result in zip(floats, _results(node, len(floats), None), strict=True):
+        grads[j] = result
+    return (None, *grads)
+
+
+def _vjp_graph(branch: Graph, wanted: list[int], seeds: list[Node], floats: list[int]) -> Graph:
+    """A graph from (the branch's inputs, the seeds of results ``wanted``) to the gradients of
+    its float inputs ``floats``: the branch inlined, then ``mg.gradients`` of it."""
+    g = Graph()
+    with g.as_default():  # vjps must add their nodes here, even while tracing another graph
+        params = [_placeholder_like(g, p, p.name) for p in branch.placeholders()]
+        cotangents = [_placeholder_like(g, s, "grad") for s in seeds]
+        outs = inline(branch, params, g)
+        xs = [params[j] for j in floats]
+        grads = mg.gradients([outs[i] for i in wanted], xs, grad_ys=cotangents)
+        g.outputs = [mg.broadcast_like(np.zeros((), x.dtype), x) if d is None
+                     else d if d.dtype == x.dtype else mg.cast(d, x.dtype)
+                     for x, d in zip(xs, grads, strict=True)]
+    return g
+
+
+# --- while_loop -----------------------------------------------------------------------------------
+
+
+def while_loop(cond_fn: Callable[..., Any], body_fn: Callable[..., Any], loop_vars: Any,
+               name: str | None = None) -> Any:
+    """``while cond_fn(*vars): vars = body_fn(*vars)``, run by the graph.
+
+    ``loop_vars`` is a list or tuple of values (or one value); ``body_fn`` returns new values
+    of the same dtypes and shapes; the result is the final values, in the same structure. In
+    eager mode it is that Python loop. Not differentiable. NB: ``tf.while_loop``.
+    """
+    single = not isinstance(loop_vars, (list, tuple))
+    init = [loop_vars] if single else list(loop_vars)
+    graph = _enclosing_graph(*init)
+    if graph is None:
+        values = init
+        while cond_fn(*values):
+            values = [body_fn(*values)] if single else list(body_fn(*values))
+            if len(values) != len(init):
+                raise TracingError(f"while_loop body_fn returned {len(values)} values for "
+                                   f"{len(init)} loop variables")
+    else:
+        values = _while(graph, cond_fn, body_fn, init, name=name)
+    return values[0] if single else type(loop_vars)(values)
+
+
+def _while(graph: Graph, cond_fn: Callable, body_fn: Callable, init: list[Any],
+           name: str | None = None, names: list[str] | None = None) -> list[Node]:
+    where = user_source()
+    loop_vars = [graph.lift(v) for v in init]
+    params = names or [f"var{i}" if v.op == "constant" else v.name for i, v in enumerate(loop_vars)]
+    test, _ = _trace(cond_fn, graph, loop_vars, params)
+    body, _ = _trace(body_fn, graph, loop_vars, params)
+    if len(test.outputs) != 1 or test.outputs[0].shape != () or test.outputs[0].dtype != bool:
+        got = ", ".join(o.type_str() for o in test.outputs) or "nothing"
+        raise TracingError(f"mg.while_loop at {where}: cond_fn must return one scalar bool, "
+                           f"got {got}")
+    if len(body.outputs) != len(loop_vars):
+        raise TracingError(f"mg.while_loop at {where}: body_fn returns {len(body.outputs)} values "
+                           f"for {len(loop_vars)} loop variables ({', '.join(params)})")
+    for var, new, var_name in zip(loop_vars, body.outputs, params, strict=True):
+        if new.dtype != var.dtype or not S.compatible(var.shape, new.shape):
+            raise TracingError(f"mg.while_loop at {where}: loop variable `{var_name}` is "
+                               f"{var.type_str()} before the loop but {new.type_str()} after the "
+                               f"body; a loop variable keeps its dtype and shape (cast it first)")
+    (test, body), operands = _finish([test, body], len(loop_vars))
+    node = graph.add_node("while_loop", (*loop_vars, *operands),
+                          {"cond_fn": test, "body_fn": body}, name=name or "while_loop")
+    return _results(node, len(loop_vars), names)
+
+
+def _while_rule(*operands: Any, cond_fn: Graph, body_fn: Graph) -> tuple:
+    _check_inputs(cond_fn, operands, "cond_fn")
+    _check_inputs(body_fn, operands, "body_fn")
+    if [(o.shape, o.dtype) for o in cond_fn.outputs] != [((), np.dtype(bool))]:
+        raise DTypeError("cond_fn must return one scalar bool")
+    for i, (x, new) in enumerate(zip(operands, body_fn.outputs, strict=False)):
+        if new.dtype != x.dtype or not S.compatible(tuple(x.shape), new.shape):
+            raise ShapeError(f"body_fn result {i} is {new.type_str()} but loop variable {i} is "
+                             f"{S.format_shape(x.shape)} {x.dtype}")
+    return (), None
+
+
+def _while_impl(*operands: np.ndarray, cond_fn: Graph, body_fn: Graph) -> tuple:
+    n = len(body_fn.outputs)
+    values, extra = operands[:n], operands[n:]
+    test, body = Interpreter(cond_fn), Interpreter(body_fn)
+    while _run(test, (*values, *extra))[0]:
+        values = tuple(_run(body, (*values, *extra)))
+    return tuple(values)
+
+
+def _while_vjp(g: Any, out: Node, *operands: Node, cond_fn: Graph, body_fn: Graph) -> tuple:
+    raise GradientError(
+        f"no gradient through while_loop %{out.name} (defined at {out.source}): minigraph does "
+        f"not differentiate loops. Unroll it with a Python for loop when its trip count is "
+        f"known while tracing, or keep the loop out of the differentiated part")
+
+
+# --- results --------------------------------------------------------------------------------------
+
+
+def result_types(node: Any) -> list[tuple[S.Shape, np.dtype]]:
+    """The shape and dtype of each result of a cond or while_loop node."""
+    op = getattr(node, "op", None)
+    if op == "cond":
+        return _merged_results(node.attrs["true_fn"], node.attrs["false_fn"])
+    if op == "while_loop":
+        body = node.attrs["body_fn"]
+        return [(p.shape, p.dtype) for p in body.placeholders()[:len(body.outputs)]]
+    raise ShapeError(f"tuple_get reads a result of a cond or while_loop node, not of {op!r}")
+
+
+def _tuple_get_rule(t: Any, index: int, shape: S.Shape, dtype: str) -> tuple:
+    """The recorded type; checked against the cond or while_loop node when that is at hand (a
+    shape rule may also be given bare shapes and dtypes, as a memory planner does)."""
+    if isinstance(t, Node):
+        types = result_types(t)
+        if not 0 <= index < len(types):
+            raise ShapeError(f"tuple_get index {index} is out of range: %{t.name} has "
+                             f"{len(types)} results")
+        if types[index] != (tuple(shape), np.dtype(dtype)):
+            raise ShapeError(f"tuple_get records {S.format_shape(shape)} {dtype} but result "
+                             f"{index} of %{t.name} is {S.format_shape(types[index][0])} "
+                             f"{types[index][1]}")
+    return tuple(shape), np.dtype(dtype)
+
+
+def _tuple_get_vjp(g: Any, out: Node, t: Node, index: int, **types: Any) -> tuple:
+    grads: list[Any] = [None] * len(result_types(t))
+    grads[index] = g
+    return (_ResultGrads(grads),)
+
+
+# Registered like any op of your own (the op tests compare the built-in numeric ops to PyTorch).
+register_op(Op("cond", _cond_impl, _cond_rule, _cond_vjp,
+               doc="run sub-graph true_fn or false_fn on the operands, as the scalar pred says"))
+register_op(Op("while_loop", _while_impl, _while_rule, _while_vjp,
+               doc="while cond_fn(vars, ...): vars = body_fn(vars, ...); the final vars"))
+register_op(Op("tuple_get", lambda t, index, shape, dtype: t[index], _tuple_get_rule,
+               _tuple_get_vjp,
+               doc="result `index` of a cond or while_loop node"))
