@@ -64,3 +64,26 @@ def mlp_loss(x: Any, labels: Any, params: Sequence[tuple[Any, Any]]) -> Any:
 
 def accuracy(logits: np.ndarray, labels: np.ndarray) -> float:
     return float(np.mean(np.argmax(logits, axis=1) == labels))
+
+
+def mlp_training_graph(lr: float = 0.5) -> tuple[mg.Graph, dict[str, Any]]:
+    """The course MLP's static training step, TF1 style: placeholders, Variables, SGD assigns.
+
+    Returns the graph and its named nodes: x, labels, logits, loss, grads, train, init.
+    """
+    from course_utils.data import MLP_SIZES, init_mlp
+
+    with mg.Graph().as_default() as g:
+        x = mg.placeholder((None, 2), "float64", name="x")
+        labels = mg.placeholder((None,), "int64", name="labels")
+        params = [(mg.Variable(w, name=f"w{i}"), mg.Variable(b, name=f"b{i}"))
+                  for i, (w, b) in enumerate(init_mlp(MLP_SIZES, seed=0))]
+        flat = [p for pair in params for p in pair]
+        logits = mlp_logits(x, params)
+        loss = mg.mean(mg.cross_entropy(logits, labels), name="loss")
+        grads = mg.gradients(loss, flat)
+        train = mg.group(*[mg.assign_sub(p, lr * gp) for p, gp in zip(flat, grads, strict=True)],
+                         name="train")
+        init = mg.global_variables_initializer()
+    return g, {"x": x, "labels": labels, "logits": logits, "loss": loss, "grads": grads,
+               "train": train, "init": init}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from minigraph_helpers import accuracy, mlp_logits, mlp_loss
+from minigraph_helpers import accuracy, mlp_logits, mlp_loss, mlp_training_graph
 
 import course_utils.minigraph as mg
 from course_utils.data import MLP_SIZES, init_mlp, spiral
@@ -39,26 +39,8 @@ def train_eager(X: np.ndarray, y: np.ndarray) -> tuple[list[float], float]:
         return losses, accuracy(mlp_logits(X, params).numpy(), y)
 
 
-def build_static() -> tuple[mg.Graph, dict]:
-    with mg.Graph().as_default() as g:
-        x = mg.placeholder((None, 2), "float64", name="x")
-        labels = mg.placeholder((None,), "int64", name="labels")
-        params = [(mg.Variable(w, name=f"w{i}"), mg.Variable(b, name=f"b{i}"))
-                  for i, (w, b) in enumerate(init_mlp(MLP_SIZES, seed=0))]
-        flat = [p for pair in params for p in pair]
-        logits = mlp_logits(x, params)
-        loss = mg.mean(mg.cross_entropy(logits, labels), name="loss")
-        grads = mg.gradients(loss, flat)
-        train = mg.group(*[mg.assign_sub(p, LR * gp) for p, gp in zip(flat, grads, strict=True)],
-                         name="train")
-        init = mg.global_variables_initializer()
-    nodes = {"x": x, "labels": labels, "logits": logits, "loss": loss, "grads": grads,
-             "train": train, "init": init}
-    return g, nodes
-
-
 def train_static(X: np.ndarray, y: np.ndarray) -> tuple[list[float], float]:
-    g, n = build_static()
+    g, n = mlp_training_graph(LR)
     g.validate()
     feed = {n["x"]: X, n["labels"]: y}
     with mg.Session(g) as sess:
@@ -86,7 +68,7 @@ def test_first_gradients_agree_in_eager_static_and_pytorch(data) -> None:
     mlp_loss(X, y, params).backward()
     eager = [p.grad.numpy() for pair in params for p in pair]
 
-    g, n = build_static()
+    g, n = mlp_training_graph(LR)
     with mg.Session(g) as sess:
         sess.run(n["init"])
         static = sess.run(n["grads"], {n["x"]: X, n["labels"]: y})

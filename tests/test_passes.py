@@ -9,10 +9,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from minigraph_helpers import mlp_logits
+from minigraph_helpers import mlp_training_graph as course_training_graph
 
 import course_utils.minigraph as mg
-from course_utils.data import MLP_SIZES, init_mlp
 from course_utils.minigraph import passes
 from course_utils.minigraph.session import prune
 
@@ -277,18 +276,9 @@ def test_fusion_stops_at_values_needed_outside_and_at_outputs() -> None:
 
 
 def mlp_training_graph() -> tuple[mg.Graph, list[mg.Node], mg.Node]:
-    with mg.Graph().as_default() as g:
-        x = mg.placeholder((None, 2), "float64", name="x")
-        labels = mg.placeholder((None,), "int64", name="labels")
-        params = [(mg.Variable(w, name=f"w{i}"), mg.Variable(b, name=f"b{i}"))
-                  for i, (w, b) in enumerate(init_mlp(MLP_SIZES, seed=0))]
-        flat = [p for pair in params for p in pair]
-        loss = mg.mean(mg.cross_entropy(mlp_logits(x, params), labels), name="loss")
-        grads = mg.gradients(loss, flat)
-        train = mg.group(*[mg.assign_sub(p, 0.5 * gp) for p, gp in zip(flat, grads, strict=True)],
-                         name="train")
-        init = mg.global_variables_initializer()
-    return g, [loss, train], init
+    """The course MLP's training step: the graph, its fetches (loss, train) and its initializer."""
+    g, n = course_training_graph(lr=0.5)
+    return g, [n["loss"], n["train"]], n["init"]
 
 
 def test_optimize_shrinks_the_mlp_training_step_by_a_quarter_and_keeps_its_state() -> None:
