@@ -157,3 +157,83 @@ def test_tensors_used_in_a_graph_become_constants() -> None:
         y = x + t
     assert y.inputs[1].op == "constant"
     np.testing.assert_array_equal(mg.Session(g).run(y, {x: [1.0, 1.0]}), [2.0, 3.0])
+
+
+# --- raw arrays on the tape, and walking it through grad_fn -------------------------------------
+
+
+def test_changing_an_array_after_the_op_used_it_does_not_change_the_gradient() -> None:
+    # A regression test: the tape used to keep the caller's numpy array itself, so changing it
+    # between forward and backward() silently changed the gradient (here [1, 1] instead of [3, 3]).
+    w = mg.tensor([1.0, 2.0], requires_grad=True)
+    mask, scale = np.array([True, True]), np.array([5.0, 7.0], dtype=np.float32)
+    y = mg.sum(mg.where(mask, w * 3.0, w)) + mg.sum(w * scale)
+    mask[:] = False
+    scale *= 0.0
+    y.backward()
+    np.testing.assert_array_equal(w.grad.numpy(), [3.0 + 5.0, 3.0 + 7.0])
+
+
+def test_a_mask_view_changed_in_place_each_step_still_gives_pytorchs_gradient() -> None:
+    # The pattern of lesson 04's exercise 04.3: rows stop updating once they settle, and the
+    # mask of running rows shrinks in place (a view of it went to mg.where).
+    w0 = np.array([[0.5, -1.0], [2.0, 0.25]])
+    rows = np.array([[1.0, 2.0], [-1.0, 0.5], [0.3, 0.3]])
+    w, tw = mg.tensor(w0, requires_grad=True), torch.tensor(w0, requires_grad=True)
+    h, th = mg.tensor(rows), torch.tensor(rows)
+    running = np.array([True, True, True])
+    for stop in ([False, False, True], [True, False, True]):
+        h = mg.where(running[:, None], mg.tanh(h @ w), h)
+        th = torch.where(torch.tensor(running[:, None]), torch.tanh(th @ tw), th)
+        running &= np.array(stop)  # in place: the tape must not see this
+    mg.sum(h).backward()
+    th.sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-12)
+
+
+def test_grad_fn_is_the_tape_entry_and_leads_to_the_leaves() -> None:
+    x = mg.tensor(np.ones((2, 3)))
+    w = mg.tensor(np.full((2, 3), 0.5), requires_grad=True)
+    b = mg.tensor(np.zeros(3), requires_grad=True)
+    y = mg.sum(mg.tanh(x * w + b), axis=1)
+    entry = y.grad_fn
+    assert entry.op is mg.OPS["sum"] and entry.attrs == {"axis": 1, "keepdims": False}
+    assert repr(entry) == "<TapeEntry sum((2, 3), axis=1)>"
+    (tanh,) = entry.next_functions
+    (add,) = tanh.next_functions
+    assert add is entry.inputs[0].grad_fn.inputs[0].grad_fn
+    mul, from_b = add.next_functions
+    assert from_b is None and add.inputs[1] is b  # b is a leaf: no entry made it
+    assert mul.inputs[0] is x and mul.inputs[1] is w and mul.next_functions == (None, None)
+    assert repr(mul) == "<TapeEntry mul((2, 3), (2, 3))>"
+    assert x.grad_fn is None and w.grad_fn is None  # leaves
+    with mg.no_grad():
+        assert (w * 2.0).grad_fn is None  # not recorded
+    assert (x * 2.0).grad_fn is None  # nothing required grad
+
+
+def test_grad_fn_chain_names_the_ops_pytorch_names() -> None:
+    # Walk both tapes from the loss down through the first input of each op.
+    a0, b0 = np.array([0.5, -1.5]), np.array([2.0, 1.0])
+    a, b = mg.tensor(a0, requires_grad=True), mg.tensor(b0, requires_grad=True)
+    ta, tb = torch.tensor(a0, requires_grad=True), torch.tensor(b0, requires_grad=True)
+    loss, tloss = mg.mean(mg.exp(mg.relu(a * b - 1.0))), torch.exp(torch.relu(ta * tb - 1.0)).mean()
+    ours, theirs = [], []
+    entry, node = loss.grad_fn, tloss.grad_fn
+    while entry is not None:
+        ours.append(entry.op.name)
+        entry = entry.next_functions[0]
+    while node is not None and node.name() != "torch::autograd::AccumulateGrad":
+        theirs.append(node.name())
+        node = node.next_functions[0][0]
+    assert ours == ["mean", "exp", "relu", "sub", "mul"]
+    assert theirs == [f"{name.capitalize()}Backward0" for name in ours]
+
+
+def test_grad_fn_prints_and_compares_as_its_op_name() -> None:
+    # Code from when grad_fn was the op's name keeps working: str(), f-strings and ==.
+    y = mg.tensor([1.0], requires_grad=True) * 2.0
+    assert str(y.grad_fn) == "mul" and f"{y.grad_fn}" == "mul"
+    assert y.grad_fn == "mul" and y.grad_fn != "add" and y.grad_fn == "mul"
+    z = mg.tensor([1.0], requires_grad=True) * 2.0
+    assert z.grad_fn != y.grad_fn and len({y.grad_fn, z.grad_fn}) == 2  # entries: by identity

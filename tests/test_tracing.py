@@ -335,3 +335,14 @@ def test_docstring_examples_run(name: str) -> None:
     module = importlib.import_module(f"course_utils.minigraph.{name}")
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_a_traced_call_keeps_its_own_copy_of_raw_array_arguments():
+    """Changing an array after the call must not change the gradient (the tape keeps a copy)."""
+    f = mg.function(lambda mask, w: mg.sum(mg.where(mask, w * 3.0, w)))
+    w = mg.tensor([1.0, 2.0], requires_grad=True)
+    mask = np.array([True, True])
+    y = f(mask, w)
+    mask[:] = False
+    y.backward()
+    np.testing.assert_array_equal(w.grad.numpy(), [3.0, 3.0])

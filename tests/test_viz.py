@@ -599,3 +599,55 @@ def test_drawing_minigraph_imports_no_framework():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env={**os.environ, "COURSE_VIZ_RENDERER": ""})
     assert out.stdout.strip() == "[]"
+
+
+# ---------------------------------------------------------------------------------------------
+# A minigraph eager tensor's tape, checked against PyTorch's autograd drawing of the same lines
+
+
+@pytest.mark.parametrize("renderer", RENDERERS)
+def test_minigraph_eager_tape_matches_the_torch_autograd_drawing(torch, renderer):
+    mg = pytest.importorskip("course_utils.minigraph")
+    x0, w0, b0 = np.ones((2, 3)), np.full((2, 3), 0.5), np.zeros(3)
+    x, w, b = mg.tensor(x0), mg.tensor(w0, requires_grad=True), mg.tensor(b0, requires_grad=True)
+    tw, tb = torch.tensor(w0, requires_grad=True), torch.tensor(b0, requires_grad=True)
+    loss = mg.sum(mg.tanh(x * w + b) * 2.0)
+    tloss = (torch.tanh(torch.tensor(x0) * tw + tb) * 2).sum()
+    loss.backward()
+    tloss.backward()
+    d = draw(loss, params={"w": w, "b": b, "x": x}, renderer=renderer)
+    ref = draw(tloss, params={"w": tw, "b": tb}, renderer="builtin")
+
+    texts = svg_texts(d.svg)
+    assert {"mul", "add", "tanh", "sum", "leaf", "constant", "tensor"} <= set(texts)
+    ops = [n.label for n in d.graph.nodes if n.kind == "op"]
+    ref_ops = [n.label for n in ref.graph.nodes if n.kind == "op"]
+    assert [f"{op.capitalize()}Backward0" for op in ops] == ref_ops  # same ops, same order
+    for name, leaf in (("w", w), ("b", b)):  # parameters: shape and grad shape, as torch shows
+        node = detailed(d, name)
+        assert node.kind == "param" and node.label == "leaf"
+        assert node.details == detailed(ref, name).details == (name, str(leaf.shape),
+                                                               f"grad {leaf.shape}")
+    assert detailed(d, "x").kind == "const"  # needs no gradient: torch leaves it out
+    (two,) = [n for n in d.graph.nodes if "= 2" in n.details]
+    assert two.kind == "const"
+    # drawn forward: each leaf feeds the op that used it; the shapes ride on the edges
+    by_id = {n.id: n for n in d.graph.nodes}
+    into_mul = {by_id[e.src].name for e in d.graph.edges if by_id[e.dst].label == "mul"}
+    assert {"w", "x"} <= into_mul
+    # torch's edges, and two more: from x and from the constant 2 (torch draws neither)
+    labels = sorted(e.label for e in d.graph.edges)
+    assert labels == sorted([e.label for e in ref.graph.edges] + ["(2, 3)", "()"])
+
+
+def test_minigraph_eager_leaf_alone_and_tensor_without_tape():
+    mg = pytest.importorskip("course_utils.minigraph")
+    w = mg.tensor([1.0, 2.0], requires_grad=True)
+    d = draw(w, renderer="builtin")
+    assert [n.kind for n in d.graph.nodes] == ["param", "output"]
+    with pytest.raises(ValueError, match="requires_grad=True"):
+        draw(mg.tensor([1.0]) * 2.0)
+    with mg.no_grad():
+        y = w * 2.0
+    with pytest.raises(ValueError, match="no_grad"):
+        draw(y)

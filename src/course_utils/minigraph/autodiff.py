@@ -74,7 +74,8 @@ def _toposort(roots: list, record_of: Callable[[Any], Record | None]) -> list:
             seen.add(id(v))
             stack.append((v, True))
             record = record_of(v)
-            stack.extend((x, False) for x in (record[1] if record else ()) if id(x) not in seen)
+            if record is not None:
+                stack.extend([(x, False) for x in record[1] if id(x) not in seen])
     return order
 
 
@@ -83,8 +84,11 @@ def _check_vjp(op: Any, inputs: tuple, grads: Any) -> None:
     if not isinstance(grads, (tuple, list)) or len(grads) != len(inputs):
         raise GradientError(f"the vjp of op {op.name!r} must return a tuple with one gradient "
                             f"(or None) per input ({len(inputs)}), got {grads!r}")
-    for i, (x, g) in enumerate(zip(inputs, grads, strict=True)):
-        if g is not None and not S.compatible(tuple(g.shape), tuple(x.shape)):
+    for i, x in enumerate(inputs):
+        g = grads[i]
+        if g is None or g.shape == x.shape:  # the usual case, and the cheap test first
+            continue
+        if not S.compatible(tuple(g.shape), tuple(x.shape)):
             raise GradientError(
                 f"the vjp of op {op.name!r} returned a gradient of shape "
                 f"{S.format_shape(g.shape)} for input {i} of shape {S.format_shape(x.shape)}; a "

@@ -1,8 +1,8 @@
 """Eager mode: tensors that compute at once and remember how they were made (the tape).
 
 Define-by-run: the graph is whatever Python happened to execute, so ``if``, ``for`` and
-``print`` just work. Each op whose inputs require grad records a ``TapeEntry`` on its output;
-``backward()`` walks those entries in reverse and applies each op's vjp.
+``print`` just work. Each op whose inputs require grad records a ``TapeEntry`` on its output
+(``output.grad_fn``); ``backward()`` walks those entries in reverse and applies each op's vjp.
 
 >>> import course_utils.minigraph as mg
 >>> w = mg.tensor([1.0, -2.0], requires_grad=True)
@@ -11,15 +11,16 @@ Define-by-run: the graph is whatever Python happened to execute, so ``if``, ``fo
 >>> w.grad
 tensor([ 2., -4.], dtype=float32)
 
-NB: PyTorch stores the same record as ``tensor.grad_fn``; TensorFlow 2 records on a
+NB: PyTorch keeps the same record under the same name, ``tensor.grad_fn``; TensorFlow 2 records on a
 ``tf.GradientTape`` you open explicitly.
 """
 
 from __future__ import annotations
 
 import contextlib
+import operator
 from collections.abc import Iterator
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -55,13 +56,56 @@ def is_grad_enabled() -> bool:
     return _grad_enabled
 
 
-class TapeEntry(NamedTuple):
-    """How a tensor was made: enough to apply ``op.vjp`` later."""
+class TapeEntry:
+    """How a tensor was made: its op, input tensors and attrs. ``tensor.grad_fn`` returns it.
 
-    op: Op
-    inputs: tuple[Tensor, ...]
-    attrs: dict[str, Any]
-    versions: tuple[int, ...]  # of the inputs when recorded, to catch later in-place changes
+    ``backward()`` applies ``op.vjp`` to exactly these; ``inputs`` and ``next_functions`` let
+    you walk the tape yourself, from a result back to the leaves:
+
+    >>> import course_utils.minigraph as mg
+    >>> w = mg.tensor([1.0, 2.0], requires_grad=True)
+    >>> y = mg.sum(w * 3.0)
+    >>> y.grad_fn
+    <TapeEntry sum((2,))>
+    >>> y.grad_fn.next_functions                  # the entry that made each input
+    (<TapeEntry mul((2,), ())>,)
+    >>> y.grad_fn.next_functions[0].inputs[0] is w
+    True
+
+    An entry prints as its op's name and compares equal to it (``y.grad_fn == "sum"``), as a
+    numpy dtype does with its name. NB: PyTorch calls this grad_fn / next_functions (there each
+    next function comes with an output index, and a leaf is reached through an
+    ``AccumulateGrad`` node).
+    """
+
+    __slots__ = ("op", "inputs", "attrs", "versions")
+
+    def __init__(self, op: Op, inputs: tuple[Tensor, ...], attrs: dict[str, Any],
+                 versions: tuple[int, ...]) -> None:
+        self.op = op
+        self.inputs = inputs
+        self.attrs = attrs
+        self.versions = versions  # of the inputs when recorded, to catch later in-place changes
+
+    @property
+    def next_functions(self) -> tuple[TapeEntry | None, ...]:
+        """The entry that made each input: ``None`` for a leaf or a value that needs no grad."""
+        return tuple(x._ctx for x in self.inputs)
+
+    def __repr__(self) -> str:
+        args = [S.format_shape(x.shape) for x in self.inputs]
+        args += [f"{k}={v}" for k, v in self.attrs.items() if v is not None and v is not False]
+        return f"<TapeEntry {self.op.name}({', '.join(args)})>"
+
+    def __str__(self) -> str:
+        return self.op.name
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, str):
+            return self.op.name == other
+        return NotImplemented  # entries themselves are equal only when identical
+
+    __hash__ = object.__hash__
 
 
 class Tensor(Operators):
@@ -92,9 +136,18 @@ class Tensor(Operators):
         return self._ctx is None
 
     @property
-    def grad_fn(self) -> str | None:
-        """The name of the op that made this tensor, if it was recorded."""
-        return None if self._ctx is None else self._ctx.op.name
+    def grad_fn(self) -> TapeEntry | None:
+        """The tape entry that made this tensor; ``None`` for a leaf or a result that was not
+        recorded (no input required grad, or it ran under ``mg.no_grad()``).
+
+        >>> import course_utils.minigraph as mg
+        >>> x = mg.tensor([1.0, 2.0], requires_grad=True)
+        >>> (x * x).grad_fn, x.grad_fn
+        (<TapeEntry mul((2,), (2,))>, None)
+
+        NB: PyTorch calls this grad_fn, and its ``next_functions`` lead on down the tape.
+        """
+        return self._ctx
 
     def numpy(self) -> np.ndarray:
         """The underlying array (shared, not copied: do not write to it)."""
@@ -135,7 +188,7 @@ class Tensor(Operators):
 
     def __repr__(self) -> str:
         body = np.array2string(self._data, separator=", ", prefix="tensor(", precision=4)
-        extra = "requires_grad=True" if self._ctx is None else f"grad_fn={self.grad_fn}"
+        extra = "requires_grad=True" if self._ctx is None else f"grad_fn={self._ctx.op.name}"
         return f"tensor({body}, dtype={self.dtype}" + (
             f", {extra})" if self.requires_grad else ")")
 
@@ -198,10 +251,7 @@ def tensor(data: Any, requires_grad: bool = False, dtype: Any = None) -> Tensor:
 
 def run_op(op: Op, inputs: tuple, attrs: dict[str, Any]) -> Tensor:
     """The eager half of ``mg.apply``: check shapes, run ``op.impl`` now, record on the tape."""
-    ts = inputs
-    if not all(isinstance(x, Tensor) for x in inputs):  # numbers and arrays become tensors
-        weak = S.weak_dtype(inputs)
-        ts = tuple(x if isinstance(x, Tensor) else Tensor(S.as_array(x, weak)) for x in inputs)
+    ts = _as_tensors(inputs)
     arrays = [t._data for t in ts]
     try:
         shape, dtype = _shape_rule(op, arrays, attrs)
@@ -214,7 +264,9 @@ def run_op(op: Op, inputs: tuple, attrs: dict[str, Any]) -> Tensor:
         raise GraphError(f"{_describe(op, ts, attrs)}: {op.name} exists only in graphs; "
                          f"build it inside a graph and run it with mg.Session")
     try:
-        out = conform(op.impl(*arrays, **attrs), shape, dtype)
+        out = op.impl(*arrays, **attrs)
+        if type(out) is not np.ndarray or out.dtype is not dtype or out.shape != shape:
+            out = conform(out, shape, dtype)  # e.g. numpy gives a scalar, not a 0-d array
     except MinigraphError:
         raise
     except Exception as e:
@@ -223,9 +275,33 @@ def run_op(op: Op, inputs: tuple, attrs: dict[str, Any]) -> Tensor:
     result = Tensor(out)
     # Only floats carry gradients: comparisons and casts to int end the tape, as in PyTorch.
     if _grad_enabled and op.vjp and S.is_float(dtype) and any(t.requires_grad for t in ts):
+        if ts is not inputs:  # the tape outlives the caller's arrays, which may change later
+            ts = tuple(_keep(x, t) for x, t in zip(inputs, ts, strict=True))
         result.requires_grad = True
-        result._ctx = TapeEntry(op, ts, attrs, tuple(t._version for t in ts))
+        result._ctx = TapeEntry(op, ts, attrs, tuple([t._version for t in ts]))
     return result
+
+
+def _as_tensors(inputs: tuple) -> tuple[Tensor, ...]:
+    """``inputs`` itself when all are tensors; else numbers and arrays wrapped as tensors (a
+    bare number takes the dtype of the values it meets, see ``S.weak_dtype``)."""
+    for x in inputs:
+        if not isinstance(x, Tensor):
+            weak = S.weak_dtype(inputs)
+            return tuple([x if isinstance(x, Tensor) else Tensor(S.as_array(x, weak))
+                          for x in inputs])
+    return inputs
+
+
+def _keep(raw: Any, t: Tensor) -> Tensor:
+    """The tensor the tape keeps for input ``raw``: a copy when it may share the caller's array.
+
+    Without it, ``mask[:] = False`` after ``mg.where(mask, a, b)`` would change the gradients
+    ``backward()`` computes. Copied only when recording, so the no-grad path stays cheap.
+    """
+    if isinstance(raw, (Tensor, int, float)):  # a tensor is tracked by version; a number is new
+        return t
+    return Tensor(t._data.copy())
 
 
 # A shape rule depends only on shapes, dtypes and attrs, and an eager loop applies the same op to
@@ -235,10 +311,13 @@ _RULE_CACHE: dict[tuple, tuple] = {}
 _RULE_CACHE_SIZE = 4096
 
 
+_signature = operator.attrgetter("shape", "dtype")  # of an array: all a shape rule looks at
+
+
 def _shape_rule(op: Op, arrays: list[np.ndarray], attrs: dict[str, Any]) -> tuple:
     """``op.shape_rule(*arrays, **attrs)``, remembered per (rule, shapes, dtypes, attrs)."""
     try:
-        key = (op.shape_rule, *[(a.shape, a.dtype) for a in arrays], *attrs.items())
+        key = (op.shape_rule, *map(_signature, arrays), *attrs.items())
         return _RULE_CACHE[key]
     except KeyError:
         pass
@@ -265,8 +344,8 @@ def _record_of(t: Tensor) -> tuple[Op, tuple[Tensor, ...], dict[str, Any]] | Non
     ctx = t._ctx
     if ctx is None:
         return None
-    for i, (x, version) in enumerate(zip(ctx.inputs, ctx.versions, strict=True)):
-        if x._version != version:
+    for i, x in enumerate(ctx.inputs):
+        if x._version != ctx.versions[i]:
             raise GradientError(
                 f"input {i} of {ctx.op.name} (shape {x.shape}) was changed in place after the op "
                 f"used it, so its gradient would be wrong; update tensors only after backward()"

@@ -168,9 +168,10 @@ def _size(x: np.ndarray, axis: S.Axis = None, dtype: str = "float32") -> np.ndar
 
 def _sum_to(g: Any, x: Any, *others: Any) -> Any:
     """``g`` summed back to ``x``'s shape, skipped when broadcasting provably left ``x`` alone."""
-    if all(S.broadcast_keeps(tuple(x.shape), tuple(o.shape)) for o in others):
-        return g
-    return mg.unbroadcast(g, x)
+    for o in others:
+        if not S.broadcast_keeps(x.shape, o.shape):
+            return mg.unbroadcast(g, x)
+    return g
 
 
 def _kept(v: Any, x: Any, axis: S.Axis, keepdims: bool) -> Any:

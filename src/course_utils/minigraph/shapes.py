@@ -41,6 +41,8 @@ def result_dtype(*dtypes: np.dtype) -> np.dtype:
     >>> result_dtype(np.dtype("float32"), np.dtype("float64"))
     dtype('float64')
     """
+    if dtypes and dtypes.count(dtypes[0]) == len(dtypes):  # all the same: nothing to promote
+        return dtypes[0]
     floats = [d for d in dtypes if d.kind == "f"]
     return np.result_type(*(floats or dtypes))
 
@@ -65,11 +67,13 @@ def weak_dtype(values: Any) -> np.dtype | None:
 def as_array(value: Any, weak: np.dtype | None = None, dtype: Any = None) -> np.ndarray:
     """A numpy array for ``value`` with the course's dtype defaults.
 
-    Python floats and lists of them become float32; numpy arrays keep their dtype (float64 stays
-    float64); a bare Python number takes the ``weak`` dtype of the operands it meets.
+    Python floats and lists of them become float32; numpy arrays and lone numpy scalars keep their
+    dtype (float64 stays float64); a bare number takes the ``weak`` dtype of the operands it meets.
 
     >>> as_array(0.5).dtype, as_array([1, 2]).dtype, as_array(np.ones(2)).dtype
     (dtype('float32'), dtype('int64'), dtype('float64'))
+    >>> as_array(np.float64(0.5)).dtype  # a numpy scalar is a float too, but it knows its dtype
+    dtype('float64')
     >>> as_array(2, weak=np.dtype("float64")).dtype
     dtype('float64')
     """
@@ -77,7 +81,8 @@ def as_array(value: Any, weak: np.dtype | None = None, dtype: Any = None) -> np.
         arr = np.asarray(value, dtype=np.dtype(dtype))
     elif isinstance(value, bool):
         arr = np.asarray(value)
-    elif isinstance(value, (int, float)):
+    elif isinstance(value, (int, float)) and not (isinstance(value, np.generic) and weak is None):
+        # (A numpy scalar on its own keeps its dtype; next to other operands it is a Python number.)
         own = DEFAULT_FLOAT if isinstance(value, float) else DEFAULT_INT
         fits = weak is not None and (weak.kind == "f" or (own.kind == "i" and weak.kind in "iu"))
         arr = np.asarray(value, dtype=weak if fits else own)
@@ -117,6 +122,8 @@ def broadcast_shapes(*shapes: Shape) -> Shape:
     >>> broadcast_shapes((None, 1), (1, 4))
     (None, 4)
     """
+    if shapes and shapes.count(shapes[0]) == len(shapes):  # all the same: nothing to broadcast
+        return tuple(shapes[0])
     ndim = max(len(s) for s in shapes)
     padded = [(1,) * (ndim - len(s)) + tuple(s) for s in shapes]
     out: list[int | None] = []
@@ -140,6 +147,8 @@ def broadcast_keeps(shape: Shape, other: Shape) -> bool:
     >>> broadcast_keeps((None, 32), (32,)), broadcast_keeps((32,), (None, 32))
     (True, False)
     """
+    if shape == other:  # the usual case
+        return None not in shape
     if len(other) > len(shape):
         return False
     aligned = zip(shape[len(shape) - len(other) :], other, strict=True)
@@ -309,7 +318,7 @@ def same_shape_rule(x: Any, **attrs: Any) -> tuple[Shape, np.dtype]:
 
 def broadcast_rule(*xs: Any, **attrs: Any) -> tuple[Shape, np.dtype]:
     """Shape rule of an n-ary elementwise op: numpy broadcasting, float dtypes win."""
-    return broadcast_shapes(*(x.shape for x in xs)), result_dtype(*(x.dtype for x in xs))
+    return broadcast_shapes(*[x.shape for x in xs]), result_dtype(*[x.dtype for x in xs])
 
 
 def float_only(rule: Callable) -> Callable:

@@ -285,7 +285,8 @@ class ConcreteFunction:
 
     def __call__(self, args: Sequence[Any]) -> Any:
         """Run on ``args``, one eager tensor or array per placeholder; results as tensors."""
-        tensors = [a if isinstance(a, Tensor) else Tensor(np.asarray(a)) for a in args]
+        # A copy of raw arrays: the tape keeps them for backward, and the caller may change theirs.
+        tensors = [a if isinstance(a, Tensor) else Tensor(np.array(a)) for a in args]
         feeds = {p.name: t.numpy() for p, t in zip(self.graph.placeholders(), tensors, strict=True)}
         outputs = [Tensor(v) for v in self._run(feeds, {})]
         self._record(tensors, outputs)

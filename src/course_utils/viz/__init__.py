@@ -9,7 +9,8 @@
 
 `draw` accepts a minigraph ``Graph`` or traced function, a ``tf.Graph``, a ``GraphDef``, a
 tf.function or its ``ConcreteFunction``, a ``torch.fx.GraphModule``, an ``ExportedProgram``, a
-TorchScript module, function or ``torch._C.Graph``, and a torch tensor (its autograd graph).
+TorchScript module, function or ``torch._C.Graph``, a torch tensor (its autograd graph), and a
+minigraph eager tensor (its tape).
 
 Every drawing speaks the same language: ops are blue rounded boxes labelled with the
 framework's own op name; inputs are green ellipses; parameters and variables orange boxes;
@@ -108,7 +109,8 @@ def draw(
         renderer: ``"graphviz"``, ``"builtin"``, or None for ``$COURSE_VIZ_RENDERER``, else
             Graphviz when ``dot`` is installed, else the built-in layout.
         title: the caption under the drawing; defaults to a description of ``obj``.
-        params: for a torch tensor only: ``dict(model.named_parameters())``, to label leaves.
+        params: for a torch or minigraph eager tensor: names for its leaves, e.g.
+            ``dict(model.named_parameters())``.
 
     >>> g = DrawGraph(title="negate")
     >>> g.add_node("x", "placeholder", kind="input"); g.add_node("y", "neg")

@@ -38,19 +38,22 @@ SUPPORTED = (
     "a torch.export.ExportedProgram",
     "a TorchScript module or function (torch.jit.trace/script), or a raw torch._C.Graph",
     "a torch.Tensor with a grad_fn (its autograd graph)",
+    "a minigraph eager Tensor with a grad_fn (its tape)",
     "a course_utils.viz DrawGraph",
 )
 
 
 def to_drawgraph(obj: Any, *, params: Mapping[str, Any] | None = None) -> DrawGraph:
     """Pick the adapter for ``obj`` and run it; a `TypeError` lists what is supported."""
-    if params is not None and not _is_torch_tensor(obj):
-        raise ValueError("params= names the leaves of a torch tensor's autograd graph; "
-                         f"it does not apply to {type(obj).__name__}")
+    if params is not None and not (_is_torch_tensor(obj) or _is_mg_tensor(obj)):
+        raise ValueError("params= names the leaves of a tensor's autograd graph (torch) or tape "
+                         f"(minigraph); it does not apply to {type(obj).__name__}")
     if isinstance(obj, DrawGraph):
         return copy.deepcopy(obj)  # draw() highlights and retitles: never touch the caller's
     if _is_torch_tensor(obj):
         return _from_tensor(obj, params)
+    if _is_mg_tensor(obj):
+        return _from_mg_tensor(obj, params)
     for matches, adapter in _ADAPTERS:
         if matches(obj):
             return adapter(obj)
@@ -656,9 +659,70 @@ def _leaf_details(t: Any, leaf_names: Mapping[int, str]) -> list[str]:
     return details
 
 
+# ---------------------------------------------------------------------------------------------
+# A minigraph eager tensor's tape: each result's grad_fn (a TapeEntry) holds its op and its input
+# tensors. Drawn forward like the autograd graph above, but the tape keeps the tensors themselves,
+# so every input appears: leaves that require grad as parameters, everything else that no op on
+# the tape made (data, numbers an op turned into tensors) as constants.
+
+
+def _is_mg_tensor(obj: Any) -> bool:
+    eager = _module("course_utils.minigraph.eager")
+    return eager is not None and isinstance(obj, eager.Tensor)
+
+
+def _from_mg_tensor(t: Any, params: Mapping[str, Any] | None) -> DrawGraph:
+    if t.grad_fn is None and not t.requires_grad:
+        raise ValueError(
+            "this tensor has no tape: nothing it was computed from requires grad (or it was "
+            "computed under mg.no_grad()). Create the inputs with mg.tensor(..., "
+            "requires_grad=True) and compute it again."
+        )
+    names = {id(p): name for name, p in (params or {}).items()}
+    g = DrawGraph(title="minigraph eager tape (grad_fn)", scope_sep=".")
+    ids: dict[int, str] = {}
+    for v in _tape_post_order(t):  # inputs before the results made from them: forward order
+        nid = ids[id(v)] = f"n{len(ids) + 1}"
+        name = names.get(id(v), "")
+        if v.grad_fn is not None:
+            g.add_node(nid, v.grad_fn.op.name, details=[name])
+            for x in v.grad_fn.inputs:
+                g.add_edge(ids[id(x)], nid, format_shape(x.shape))
+        elif v.requires_grad:
+            g.add_node(nid, "leaf", kind="param", name=name or "leaf",
+                       details=_leaf_details(v, names), scope=name.split(".")[:-1])
+        else:
+            details = [name, format_shape(v.shape), _small_value(v.numpy())]
+            g.add_node(nid, "constant", kind="const", name=name or "constant", details=details)
+    shape = format_shape(t.shape)
+    _add_output(g, [(ids[id(t)], shape)], "tensor", (shape, str(t.dtype)))
+    return g
+
+
+def _tape_post_order(root: Any) -> list[Any]:
+    """Every tensor on ``root``'s tape, leaves included, each after all of its inputs."""
+
+    def inputs(v: Any) -> Any:
+        return iter(v.grad_fn.inputs if v.grad_fn is not None else ())
+
+    # An iterative DFS, as in _post_order: a long eager loop makes a deep tape.
+    order, seen, stack = [], {id(root)}, [(root, inputs(root))]
+    while stack:
+        v, children = stack[-1]
+        for child in children:
+            if id(child) not in seen:
+                seen.add(id(child))
+                stack.append((child, inputs(child)))
+                break
+        else:
+            stack.pop()
+            order.append(v)
+    return order
+
+
 # The dispatch table: (is it one of these?, adapter). Order matters where types overlap: a
 # FuncGraph is a tf.Graph; fx and torch objects come before the duck-typed minigraph checks.
-# (Tensors are dispatched before the table, as only they take params=.)
+# (Tensors, torch's and minigraph's, are dispatched before the table, as only they take params=.)
 _ADAPTERS: list[tuple[Callable[[Any], bool], Callable[[Any], DrawGraph]]] = [
     (_is_exported, _from_exported),
     (_is_fx, _from_fx),
