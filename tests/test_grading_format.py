@@ -206,8 +206,10 @@ def test_the_module_runs_as_a_script(tmp_path):
 
 
 def test_the_committed_solutions_follow_the_format():
-    for path in sorted((ROOT / "solutions").glob("*.ipynb")):
-        validate(nbformat.read(path, as_version=4), str(path))
+    paths = sorted((ROOT / "solutions").glob("*.ipynb"))
+    assert paths, "no solution notebooks found"
+    for path in paths:
+        validate(nbformat.read(path, as_version=4), str(path))  # raises FormatError
 
 
 def test_a_change_inside_a_solution_region_leaves_the_exercise_up_to_date(tmp_path):

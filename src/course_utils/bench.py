@@ -168,8 +168,31 @@ class Ratio:
         return {"median": self.median, "q1": self.q1, "q3": self.q3}
 
 
+class _ShowsTable:
+    """Shows a result as its table: text for print and the terminal, HTML in a notebook.
+
+    Subclasses give ``_rows() -> (header, rows)``.
+    """
+
+    def _rows(self) -> tuple[list[str], list[list[str]]]:
+        raise NotImplementedError
+
+    def table(self) -> str:
+        """The result as a text table."""
+        return _text_table(*self._rows())
+
+    def __str__(self) -> str:
+        return self.table()
+
+    def _repr_html_(self) -> str:
+        return _html_table(*self._rows())
+
+    def _repr_pretty_(self, p, cycle) -> None:  # IPython's plain-text display: the table
+        p.text(self.table())
+
+
 @dataclass(repr=False)
-class Comparison:
+class Comparison(_ShowsTable):
     """Candidates timed side by side by :func:`compare`, and their ratios to a baseline."""
 
     timings: dict[str, Timing]
@@ -220,19 +243,10 @@ class Comparison:
 
     def table(self) -> str:
         """A text table: median, IQR/2, ratio to the baseline [IQR], samples × calls each."""
-        return _text_table(*self._rows())
-
-    def __str__(self) -> str:
-        return self.table()
+        return super().table()
 
     def __repr__(self) -> str:
         return f"<Comparison of {list(self.timings)}, baseline {self.baseline!r}>"
-
-    def _repr_html_(self) -> str:
-        return _html_table(*self._rows())
-
-    def _repr_pretty_(self, p, cycle) -> None:  # IPython's plain-text display: the table
-        p.text(self.table())
 
     def plot(self, ax=None, *, log: bool = False):
         """Bars of the medians with IQR error bars, labelled with the ratio to the baseline.
@@ -274,7 +288,7 @@ class Comparison:
 
 
 @dataclass(repr=False)
-class Sweep:
+class Sweep(_ShowsTable):
     """One :class:`Comparison` per problem size, from :func:`sweep`."""
 
     sizes: list[Any]
@@ -302,19 +316,10 @@ class Sweep:
 
     def table(self) -> str:
         """Medians per size (rows) and candidate (columns)."""
-        return _text_table(*self._rows())
-
-    def __str__(self) -> str:
-        return self.table()
+        return super().table()
 
     def __repr__(self) -> str:
         return f"<Sweep of {self.names} over sizes {self.sizes}>"
-
-    def _repr_html_(self) -> str:
-        return _html_table(*self._rows())
-
-    def _repr_pretty_(self, p, cycle) -> None:  # IPython's plain-text display: the table
-        p.text(self.table())
 
     def plot(self, ax=None, *, xlabel: str = "problem size",
              colors: Mapping[str, str] | None = None):
