@@ -1,0 +1,228 @@
+"""Helpers for check cells: forbid the library shortcut; check predictions without revealing them.
+
+Check cells import these in the learner's kernel::
+
+    from course_utils.grading.checks import check_predictions, forbid
+
+**Forbidding a shortcut.** An exercise that asks the learner to write reverse mode must not be
+passed by calling the library's reverse mode. ``forbid`` replaces the named entry points for the
+duration of a block with ones that raise, and remembers every call, so an answer that catches the
+exception is still caught::
+
+    with forbid("course_utils.minigraph.Tensor.backward", "torch.autograd.grad",
+                why="Exercise 01.4 asks for your own reverse mode"):
+        grads = my_backward(graph, "loss")
+
+**Predictions.** A predict-then-measure exercise asks for literals the learner writes down before
+the measurement. The check cell holds digests of the right answers, not the answers, and says which
+predictions are wrong without saying what is right::
+
+    check_predictions({"n_nodes": "4b1f...", "slower": "09ac..."})
+
+Make a digest with ``python -m course_utils.grading.checks n_nodes=7 slower=True`` (it prints the
+dict to paste). A prediction must be a discrete value: an int, a str, a bool, None, or a tuple or
+list of those.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import hashlib
+import importlib
+import sys
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+__all__ = ["ForbiddenCall", "check_predictions", "digest", "forbid", "literal_assignments"]
+
+
+class ForbiddenCall(AssertionError):
+    """Raised when an answer calls an entry point its exercise asks the learner to write."""
+
+
+# ---------------------------------------------------------------------------------------------
+# forbid
+# ---------------------------------------------------------------------------------------------
+
+
+def _resolve(path: str) -> tuple[Any, str]:
+    """``"pkg.mod.Class.attr"`` -> (the object that owns ``attr``, ``"attr"``)."""
+    parts = path.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            owner: Any = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for name in parts[cut:-1]:
+            owner = getattr(owner, name)
+        if not hasattr(owner, parts[-1]):
+            raise AttributeError(f"forbid: {path} does not exist")
+        return owner, parts[-1]
+    raise ImportError(f"forbid: cannot import any module of {path!r}")
+
+
+@contextlib.contextmanager
+def forbid(*paths: str, why: str = "the exercise asks you to write this part yourself"
+           ) -> Iterator[list[str]]:
+    """Make each dotted entry point raise ``ForbiddenCall`` inside the block.
+
+    Yields the list of forbidden names that were called. When the block ends, if any was called
+    (even if the answer caught the exception), raises ``ForbiddenCall`` naming them. Modules that
+    are not installed are skipped, so a check may list ``torch...`` in a lesson without torch.
+    """
+    called: list[str] = []
+    patched: list[tuple[Any, str, Any, bool]] = []
+    for path in paths:
+        try:
+            owner, attr = _resolve(path)
+        except ImportError:
+            continue
+        had_own = attr in vars(owner) if hasattr(owner, "__dict__") else True
+        original = vars(owner)[attr] if had_own and hasattr(owner, "__dict__") \
+            else getattr(owner, attr)
+
+        def stub(*_args: Any, _path: str = path, **_kwargs: Any) -> Any:
+            called.append(_path)
+            raise ForbiddenCall(f"your answer called {_path}: {why}")
+
+        if isinstance(original, staticmethod | classmethod):
+            stub = type(original)(stub)  # type: ignore[assignment]
+        setattr(owner, attr, stub)
+        patched.append((owner, attr, original, had_own))
+    try:
+        yield called
+    finally:
+        for owner, attr, original, had_own in reversed(patched):
+            if had_own:
+                setattr(owner, attr, original)
+            else:
+                delattr(owner, attr)
+    if called:
+        names = ", ".join(dict.fromkeys(called))
+        raise ForbiddenCall(f"your answer called {names}: {why}")
+
+
+# ---------------------------------------------------------------------------------------------
+# predictions
+# ---------------------------------------------------------------------------------------------
+
+
+def _canonical(value: Any) -> str:
+    """A stable text for a discrete prediction; rejects floats and other unhashable kinds."""
+    if value is None or isinstance(value, bool | int | str):
+        return repr(value)
+    if isinstance(value, tuple | list):
+        return "[" + ", ".join(_canonical(v) for v in value) + "]"
+    raise TypeError(f"a prediction must be an int, str, bool, None, or a tuple/list of those; "
+                    f"got {type(value).__name__} {value!r}")
+
+
+def digest(name: str, value: Any) -> str:
+    """The digest a check cell stores for the right answer ``value`` of prediction ``name``."""
+    text = f"course-prediction:{name}={_canonical(value)}"
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def literal_assignments(source: str) -> dict[str, ast.expr]:
+    """Top-level ``name = <expression>`` statements of a cell: name -> the expression node."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return {}
+    found: dict[str, ast.expr] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and stmt.value is not None:
+            for target in stmt.targets:
+                if isinstance(target, ast.Name):
+                    found[target.id] = stmt.value
+        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) \
+                and stmt.value is not None:
+            found[stmt.target.id] = stmt.value
+    return found
+
+
+def _history() -> list[str]:
+    """The sources of the cells run so far in this kernel, oldest first (IPython's ``In``)."""
+    try:
+        shell = sys.modules["IPython"].get_ipython()  # type: ignore[attr-defined]
+    except (KeyError, AttributeError):
+        return []
+    if shell is None:
+        return []
+    return [s for s in shell.user_ns.get("In", []) if isinstance(s, str)]
+
+
+def _find_source(name: str, sources: list[str]) -> ast.expr | None:
+    for source in reversed(sources):
+        found = literal_assignments(source)
+        if name in found:
+            return found[name]
+    return None
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # e.g. an array, whose == is elementwise
+        return False
+
+
+def check_predictions(expected: Mapping[str, str], *, sources: list[str] | None = None,
+                      namespace: Mapping[str, Any] | None = None) -> None:
+    """Check the learner's predictions against digests; say which are wrong, never the answer.
+
+    Each name in ``expected`` must be assigned, in a cell the learner ran (``sources``; by default
+    IPython's history), a literal they wrote (``7``, ``"fused"``, ``(3, 1)``), not an expression
+    computed from the thing being predicted. Raises ``AssertionError`` listing the predictions
+    that are missing, not literals, or wrong.
+    """
+    sources = _history() if sources is None else sources
+    if namespace is None:
+        shell = sys.modules.get("IPython")
+        ip = shell.get_ipython() if shell is not None else None  # type: ignore[attr-defined]
+        namespace = ip.user_ns if ip is not None else {}
+    problems, wrong = [], []
+    for name, want in expected.items():
+        node = _find_source(name, sources)
+        if node is None:
+            problems.append(f"`{name}` is not set: write your prediction as `{name} = ...`")
+            continue
+        try:
+            value = ast.literal_eval(node)
+        except ValueError:
+            problems.append(f"`{name}` must be a value you write down (a number, a string, "
+                            f"True/False), not computed: found `{ast.unparse(node)}`")
+            continue
+        if name in namespace and not _same(namespace[name], value):
+            problems.append(f"`{name}` was changed after you wrote it down")
+            continue
+        try:
+            right = digest(name, value) == want
+        except TypeError as e:
+            problems.append(f"`{name}`: {e}")
+            continue
+        if not right:
+            wrong.append(f"`{name}`")
+    n_right = len(expected) - len(problems) - len(wrong)
+    lines = []
+    if wrong:
+        lines.append(f"{n_right} of {len(expected)} predictions right; not right: "
+                     f"{', '.join(wrong)}. Run the measurement below and read why.")
+    lines.extend(problems)
+    if lines:
+        raise AssertionError("\n".join(lines))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m course_utils.grading.checks name=literal ...`` prints the digests dict."""
+    out = {}
+    for item in sys.argv[1:] if argv is None else argv:
+        name, _, text = item.partition("=")
+        out[name] = digest(name, ast.literal_eval(text))
+    print(repr(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
