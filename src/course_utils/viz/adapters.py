@@ -734,3 +734,4 @@ _ADAPTERS: list[tuple[Callable[[Any], bool], Callable[[Any], DrawGraph]]] = [
     (_is_mg_graph, _from_mg_graph),
     (_is_mg_function, _from_mg_function),
 ]
+from . import jaxpr as _jaxpr  # noqa: E402, F401  (viz/jaxpr.py adds the JAX adapter to _ADAPTERS)
