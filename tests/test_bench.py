@@ -14,6 +14,7 @@ import statistics
 import time
 
 import matplotlib
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -214,19 +215,46 @@ def test_cpu_results_are_not_synced(clock, cuda_spy):
     assert cuda_spy == []
 
 
-def test_tensorflow_results_are_pulled_to_the_host(monkeypatch, clock):
+def test_tensorflow_cpu_results_are_neither_copied_nor_synced(monkeypatch, clock):
+    # Equal work for every framework: a CPU tensor is ready when the call returns, so waiting
+    # costs nothing, and no .numpy() copy to the host is made inside the timed region.
     tf = pytest.importorskip("tensorflow")
     x = tf.constant([1.0, 2.0])
     cls = next(c for c in type(x).__mro__ if "numpy" in vars(c))
-    real_numpy, pulls = cls.numpy, []
+    real_numpy, pulls, syncs = cls.numpy, [], []
 
     def spy(self):
         pulls.append(self)
         return real_numpy(self)
 
     monkeypatch.setattr(cls, "numpy", spy)
+    monkeypatch.setattr(tf.test.experimental, "sync_devices", lambda: syncs.append(1))
     bench.timeit(lambda: (x, {"y": x * 2}), warmup=1, repeats=2, number=1, clock=clock)
-    assert len(pulls) == 2 * 3  # two tensors per call, three calls
+    assert pulls == [] and syncs == []
+
+
+class FakeTFGpuTensor:
+    """Looks like a TensorFlow tensor on a GPU to sync_result."""
+
+    __module__ = "tensorflow.python.framework.ops"
+    device = "/job:localhost/replica:0/task:0/device:GPU:0"
+
+    def numpy(self):
+        raise AssertionError("a device-to-host copy inside the timed region")
+
+
+def test_tensorflow_gpu_results_wait_for_the_device_without_a_copy(monkeypatch, clock):
+    tf = pytest.importorskip("tensorflow")
+    syncs = []
+
+    def sync_devices():
+        syncs.append(1)
+        clock.advance(1 * MS)  # waiting is part of the timing
+
+    monkeypatch.setattr(tf.test.experimental, "sync_devices", sync_devices)
+    t = bench.timeit(lambda: [FakeTFGpuTensor()], warmup=1, repeats=3, number=1, clock=clock)
+    assert len(syncs) == 1 + 3
+    assert t.median == pytest.approx(1 * MS)
 
 
 def test_bad_sync_is_rejected():
@@ -322,6 +350,159 @@ def test_real_clock_never_undercounts_a_sleep():
     # time.sleep(d) lasts at least d, so an honest timer can only report more, never less.
     t = bench.timeit(time.sleep, 2e-3, warmup=0, repeats=3, number=1)
     assert t.min >= 2e-3
+
+
+# ----------------------------------------------------------------------------- verdicts
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 6, 9, 15, 40, 101])
+def test_median_interval_is_the_narrowest_with_enough_coverage(n):
+    # Reference: scipy's binomial distribution. [x_(k), x_(n+1-k)] misses the median when fewer
+    # than k of the n values fall on one side: P = 2 * binom.cdf(k - 1, n, 1/2).
+    binom = pytest.importorskip("scipy.stats").binom
+    values = list(range(n, 0, -1))  # given unsorted
+    low, high, coverage = bench.median_interval(values, 0.95)
+    k = int(low)  # the values are 1..n, so x_(k) == k
+    assert high == n + 1 - k
+    assert coverage == pytest.approx(1 - 2 * binom.cdf(k - 1, n, 0.5))
+    if n >= 6:  # enough values for 95%: k is the largest that keeps it
+        assert coverage >= 0.95
+        assert k == (n + 1) // 2 or 1 - 2 * binom.cdf(k, n, 0.5) < 0.95
+    else:  # too few: the whole range, and the coverage it really has
+        assert (low, high) == (1, n) and coverage < 0.95
+
+
+def test_median_interval_covers_as_often_as_it_says():
+    # 4000 samples of 9 draws from a skewed distribution whose median is 1 (lognormal).
+    rng = np.random.default_rng(0)
+    hits = [lo <= 1.0 <= hi for lo, hi, _ in
+            (bench.median_interval(rng.lognormal(size=9)) for _ in range(4000))]
+    assert np.mean(hits) == pytest.approx(bench.median_interval(range(9))[2], abs=0.015)
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "outcome"),
+    [(0.40, 0.60, "faster"), (0.90, 0.95, "faster"), (1.06, 2.0, "slower"),
+     (0.96, 1.04, "same"), (0.90, 0.99, "undecided"), (0.90, 1.10, "undecided"),
+     (1.02, 1.20, "undecided")],
+)
+def test_decide_needs_the_whole_interval_on_one_side(low, high, outcome):
+    ratio = bench.Ratio((low + high) / 2, low, high, low=low, high=high, coverage=0.96, rounds=9)
+    assert bench.decide(ratio, margin=0.05) == outcome
+    unsure = bench.Ratio((low + high) / 2, low, high, low=low, high=high, coverage=0.9)
+    assert bench.decide(unsure) == "undecided"  # less sure than asked: never decided
+
+
+def noisy(clock, rng, seconds, spread=0.2):
+    """A function taking ``seconds`` times a random factor in [1 - spread, 1 + spread]."""
+    return lambda: clock.advance(seconds * (1 + spread * (2 * rng.random() - 1)))
+
+
+def test_compare_samples_until_every_verdict_is_decided(clock):
+    rng = np.random.default_rng(1)
+    fns = {"eager": noisy(clock, rng, 1 * MS), "graph": noisy(clock, rng, 0.5 * MS),
+           "twin": noisy(clock, rng, 1 * MS, spread=0.01)}
+    c = bench.compare(fns, warmup=0, repeats=6, number=1, clock=clock, progress=False,
+                      max_time_s=10.0)
+    assert not c.capped and c.decided
+    verdicts = c.verdicts()
+    assert verdicts["graph"].outcome == "faster"
+    assert verdicts["twin"].outcome == "same"  # ±1% noise against ±20%: within 5% only after
+    rounds = len(c.timings["eager"].samples)  # more rounds than "graph" alone would need
+    assert 6 < rounds < 200
+    alone = bench.compare({k: fns[k] for k in ("eager", "graph")}, warmup=0, repeats=6, number=1,
+                          clock=clock, progress=False, max_time_s=10.0)
+    assert len(alone.timings["eager"].samples) < rounds
+
+
+def test_compare_stops_at_the_time_cap_and_says_undecided(clock):
+    # b takes 0.9 or 1.1 times a's time, half the rounds each: its interval always spans
+    # [0.9, 1.1], across the 5% margin, so no number of rounds can decide it.
+    fns = {"a": takes(clock, 1 * MS), "b": takes(clock, 0.9 * MS, 1.1 * MS)}
+    c = bench.compare(fns, warmup=0, repeats=6, number=1, clock=clock, progress=False,
+                      max_time_s=0.2)
+    assert c.capped and not c.decided
+    assert c.verdict("b").outcome == "undecided"
+    assert str(c.verdict("b")).startswith("b vs a: undecided (time ratio")
+    rounds = len(c.timings["a"].samples)
+    assert 0.2 <= rounds * 2 * MS < 0.2 * 1.25 + 4 * MS  # stops at the first look past 0.2 s
+
+
+def test_fixed_rounds_without_a_time_cap(clock):
+    fns = {"a": takes(clock, 1 * MS), "b": takes(clock, 1.05 * MS)}
+    c = bench.compare(fns, warmup=0, repeats=7, number=1, clock=clock, progress=False)
+    assert len(c.timings["b"].samples) == 7 and not c.capped
+
+
+def test_pairs_give_each_candidate_its_own_baseline(clock):
+    fns = {"torch eager": takes(clock, 1 * MS), "torchscript": takes(clock, 0.5 * MS),
+           "tf eager": takes(clock, 4 * MS), "tf.function": takes(clock, 1 * MS)}
+    pairs = {"torchscript": "torch eager", "tf.function": "tf eager"}
+    c = bench.compare(fns, warmup=0, repeats=6, number=1, clock=clock, progress=False,
+                      pairs=pairs, max_time_s=1.0)
+    assert set(c.verdicts()) == set(pairs)
+    assert c.verdict("tf.function").baseline == "tf eager"
+    assert c.verdict("tf.function").ratio.median == pytest.approx(0.25)
+    assert c.verdict("tf.function", "torch eager").outcome == "same"  # another baseline asked
+    table = c.table()
+    assert "time / its baseline" in table and "faster than tf eager" in table
+    with pytest.raises(KeyError, match="pairs: baseline 'jax'"):
+        bench.compare(fns, pairs={"tf.function": "jax"}, progress=False)
+
+
+def test_verdict_words_have_no_numbers(clock):
+    c = bench.compare({"eager": takes(clock, 2 * MS), "graph": takes(clock, 1 * MS)},
+                      warmup=0, repeats=6, number=1, clock=clock, progress=False)
+    v = c.verdict("graph")
+    assert v.words == "faster than eager"
+    assert str(v) == ("graph vs eager: faster (time ratio 0.5, 95% interval [0.5, 0.5], "
+                      "6 rounds)")
+    same = bench.Verdict("a", "b", "same", v.ratio, margin=0.1)
+    assert same.words == "no measurable difference from b (within 10%)"
+    lines = c.table().splitlines()
+    assert "95% interval" in lines[0] and "time / eager" in lines[0]
+    assert "(baseline)" in lines[1] and "[0.5, 0.5]" in lines[2] and "faster" in lines[2]
+
+
+def test_gc_is_paused_inside_samples_only(clock):
+    import gc
+
+    seen = []
+    bench.compare({"a": lambda: seen.append(gc.isenabled())}, warmup=0, repeats=3, number=2,
+                  clock=clock, progress=False)
+    assert seen == [False] * 6
+    assert gc.isenabled()
+
+
+def test_first_calls_build_afresh_each_time(clock):
+    builds = []
+
+    def build():
+        builds.append(1)
+        clock.advance(0.1 * len(builds))  # tracing: 0.1 s, 0.2 s, 0.3 s, ...
+        return lambda x: clock.advance(x)
+
+    t = bench.first_calls(build, 0.01, repeats=4, clock=clock, name="graph")
+    assert len(builds) == 4
+    assert t.samples == pytest.approx([0.11, 0.21, 0.31, 0.41])
+    assert (t.name, t.number, t.first_call) == ("graph", 1, pytest.approx(0.11))
+
+
+def test_break_even_of_uses_medians_and_intervals(clock):
+    rng = np.random.default_rng(3)
+    c = bench.compare({"eager": noisy(clock, rng, 2 * MS), "graph": noisy(clock, rng, 1 * MS),
+                       "same": noisy(clock, rng, 2 * MS, spread=0.001)},
+                      warmup=0, repeats=8, number=1, clock=clock, progress=False, max_time_s=5)
+    firsts = bench.Timing("graph", [0.09, 0.1, 0.1, 0.11, 0.1, 0.12, 0.1], 1)
+    be = bench.break_even_of(firsts, c, "graph")
+    eager = c.timings["eager"].median
+    assert be.outcome == "pays back"
+    assert be.calls == bench.break_even(0.1, eager * c.ratios["graph"].median, eager)
+    assert be.low <= be.calls <= be.high
+    assert be.low == bench.break_even(0.09, eager * c.ratios["graph"].low, eager)
+    assert "repaid after" in str(be) and be.words.startswith("repays")
+    never = bench.break_even_of(0.5, c, "same")
+    assert never.outcome == "never" and "no measurable difference" in never.words
 
 
 # ----------------------------------------------------------------------------- sweep

@@ -1,20 +1,27 @@
-"""Honest timing: warm-up, repeats, device synchronisation, medians and spreads, ratios, plots.
+"""Honest timing: warm-up, repeats, device synchronisation, medians and spreads, verdicts, plots.
 
 A timing is only as good as what it waits for and what it leaves out. First calls trace, compile
-and fill caches; GPUs and TensorFlow may return before the work is done; a shared machine adds noise
-in bursts. So every measurement here
+and fill caches; GPUs may return before the work is done; a shared machine adds noise in bursts.
+So every measurement here
 
 - makes ``warmup`` untimed calls first (the first one's time is kept as ``first_call``: that is
   where tracing and compilation happen, and what :func:`break_even` weighs);
 - waits for each call's result (``sync``): ``torch.cuda.synchronize()`` for CUDA tensors,
-  ``.numpy()`` for TensorFlow tensors;
-- takes ``repeats`` samples of ``number`` calls each and reports the median and the interquartile
-  range (IQR), which a few slow outliers do not move;
-- times several candidates round robin, so drift hits all of them alike.
+  ``tf.test.experimental.sync_devices()`` for TensorFlow tensors on a GPU, never a copy to the host;
+- pauses Python's garbage collector while a sample is taken, so that a collection triggered by
+  one candidate's garbage is not charged to another;
+- takes samples of ``number`` calls each and reports the median and the interquartile range
+  (IQR), which a few slow outliers do not move;
+- times several candidates in interleaved rounds, so drift hits all of them alike, and compares
+  them by the **per-round ratio**: round ``i`` timed every candidate once, close together, so the
+  ratio of their ``i``-th samples compares like with like;
+- decides, from those ratios, a :class:`Verdict`: *faster*, *slower*, *no measurable difference*
+  (within ``margin``), or *undecided*. With ``max_time_s``, :func:`compare` keeps adding rounds
+  until every verdict is decided or the time is up; on a busy machine it simply takes longer.
 
 NB: PyTorch's ``torch.utils.benchmark.Timer`` works the same way for one statement (warm-up,
-CUDA synchronisation, median and IQR); timing several in interleaved rounds is what this module
-adds, so that their ratios hold up on a busy machine.
+CUDA synchronisation, median and IQR); timing several in interleaved rounds and deciding their
+ratios is what this module adds, so that its conclusions hold up on a busy machine.
 
 >>> t = timeit(sorted, list(range(100)), repeats=5)
 >>> len(t.samples), t.number >= 1
@@ -27,6 +34,8 @@ adds, so that their ratios hold up on a busy machine.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import html
 import json
 import math
@@ -47,6 +56,19 @@ MIN_SAMPLE_S = 2e-3
 #: Calibration never asks for more calls per sample than this (a function that takes no time on
 #: the clock would otherwise never reach ``MIN_SAMPLE_S``).
 MAX_NUMBER = 1_000_000
+
+#: Differences smaller than this share of the baseline's time count as "no measurable
+#: difference": a verdict needs the ratio's interval inside [1 / (1 + MARGIN), 1 + MARGIN].
+MARGIN = 0.05
+
+#: How sure an interval must be: the chance that it holds the true median ratio.
+CONFIDENCE = 0.95
+
+#: Sampling until decided never takes more rounds than this, whatever the time cap says.
+MAX_ROUNDS = 1000
+
+#: The four verdicts (:attr:`Verdict.outcome`).
+FASTER, SLOWER, SAME, UNDECIDED = "faster", "slower", "same", "undecided"
 
 # ----------------------------------------------------------------------------- units
 
@@ -153,19 +175,143 @@ class Timing:
                    data.get("first_call"))
 
 
+def median_interval(values: Sequence[float],
+                    confidence: float = CONFIDENCE) -> tuple[float, float, float]:
+    """An interval that holds the median of what ``values`` were drawn from: ``(low, high, p)``.
+
+    Distribution-free: sorted, ``values[k-1] <= median <= values[n-k]`` fails only if fewer than
+    ``k`` of the ``n`` values fall on one side of the median, which for independent draws has
+    probability ``P(B < k)`` per side, ``B ~ Binomial(n, 1/2)``. The narrowest such interval
+    whose coverage ``p = 1 - 2 P(B < k)`` reaches ``confidence`` is returned; with too few values
+    for that (fewer than 6 at 95%), the whole range and its smaller coverage ``p``.
+
+    >>> median_interval([5, 1, 4, 2, 3, 9, 7, 8, 6])   # 9 values: the 2nd and 8th smallest
+    (2.0, 8.0, 0.9609375)
+    >>> median_interval([1, 2, 3])[2]  # min..max of 3 values holds the median 3 times in 4
+    0.75
+    """
+    xs = sorted(float(v) for v in values)
+    n = len(xs)
+    if n == 0:
+        raise ValueError("median_interval() needs at least one value")
+    total, below, k = 2 ** n, 0, 0  # exact integer counts: below = #{ways B < k}
+    while k < (n + 1) // 2:  # try k + 1, which misses when B <= k on either side
+        below_next = below + math.comb(n, k)
+        if 1 - 2 * below_next / total < confidence:
+            break
+        below, k = below_next, k + 1
+    if k == 0:  # too few values to reach `confidence`: the whole range, and what it does reach
+        k, below = 1, 1
+    return xs[k - 1], xs[n - k], 1 - 2 * below / total
+
+
 @dataclass(frozen=True)
 class Ratio:
-    """Median and quartiles of per-round time ratios to a baseline (below 1: faster)."""
+    """Per-round time ratios to a baseline (below 1: faster): median, quartiles, interval.
+
+    ``low`` and ``high`` bound the median ratio with probability ``coverage``
+    (:func:`median_interval`); they are what a :class:`Verdict` is decided from.
+    """
 
     median: float
     q1: float
     q3: float
+    low: float | None = None
+    high: float | None = None
+    coverage: float | None = None
+    rounds: int = 0
 
     def __str__(self) -> str:
         return f"{self.median:.3g}× [{self.q1:.3g}, {self.q3:.3g}]"
 
     def to_dict(self) -> dict[str, float]:
-        return {"median": self.median, "q1": self.q1, "q3": self.q3}
+        return {"median": self.median, "q1": self.q1, "q3": self.q3, "low": self.low,
+                "high": self.high, "coverage": self.coverage, "rounds": self.rounds}
+
+    @classmethod
+    def of(cls, ratios: Sequence[float], confidence: float = CONFIDENCE) -> Ratio:
+        """Summarise per-round ratios: quartiles and the interval of their median."""
+        q1, median, q3 = np.percentile(np.asarray(ratios, dtype=float), [25, 50, 75])
+        low, high, coverage = median_interval(ratios, confidence)
+        return cls(float(median), float(q1), float(q3), low, high, coverage, len(ratios))
+
+
+def decide(ratio: Ratio, margin: float = MARGIN, confidence: float = CONFIDENCE) -> str:
+    """The outcome a ratio's interval supports: FASTER, SLOWER, SAME or UNDECIDED.
+
+    ``faster``: the whole interval lies below ``1 / (1 + margin)``; ``slower``: above
+    ``1 + margin``; ``same`` (no measurable difference): inside both bounds; anything else, or an
+    interval less sure than ``confidence``, is ``undecided``: more rounds may decide it.
+
+    >>> decide(Ratio(0.5, 0.45, 0.55, low=0.4, high=0.6, coverage=0.96))
+    'faster'
+    >>> decide(Ratio(1.0, 0.98, 1.02, low=0.97, high=1.03, coverage=0.96))
+    'same'
+    >>> decide(Ratio(0.9, 0.85, 0.97, low=0.8, high=0.99, coverage=0.96))  # maybe under 5%
+    'undecided'
+    """
+    if margin < 0:
+        raise ValueError(f"margin={margin}: use a share of the baseline's time, e.g. 0.05")
+    if ratio.low is None or ratio.coverage is None or ratio.coverage < confidence - 1e-12:
+        return UNDECIDED
+    up, down = 1 + margin, 1 / (1 + margin)
+    if ratio.high < down:
+        return FASTER
+    if ratio.low > up:
+        return SLOWER
+    if down <= ratio.low and ratio.high <= up:
+        return SAME
+    return UNDECIDED
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Is ``name`` faster than ``baseline``, slower, no different, or can't this run tell?
+
+    ``str(verdict)`` reads ``"tf.function vs tf eager: faster (time ratio 0.09, 95% interval
+    [0.085, 0.095], 12 rounds)"``; :attr:`words` is the part without numbers, which stays the
+    same from run to run when the conclusion does.
+    """
+
+    name: str
+    baseline: str
+    outcome: str  # FASTER, SLOWER, SAME or UNDECIDED
+    ratio: Ratio
+    margin: float = MARGIN
+    confidence: float = CONFIDENCE
+
+    @property
+    def words(self) -> str:
+        """The verdict without its numbers: ``"faster than tf eager"``."""
+        return {
+            FASTER: f"faster than {self.baseline}",
+            SLOWER: f"slower than {self.baseline}",
+            SAME: f"no measurable difference from {self.baseline} (within {self.margin:.0%})",
+            UNDECIDED: f"undecided against {self.baseline}",
+        }[self.outcome]
+
+    def __str__(self) -> str:
+        r = self.ratio
+        interval = ("" if r.low is None else
+                    f", {self._sure()} interval [{r.low:.3g}, {r.high:.3g}]")
+        return (f"{self.name} vs {self.baseline}: {self.outcome_text} (time ratio "
+                f"{r.median:.3g}{interval}, {r.rounds} rounds)")
+
+    @property
+    def outcome_text(self) -> str:
+        """The outcome as a phrase: ``"faster"``, ``"no measurable difference (within 5%)"``."""
+        return {SAME: f"no measurable difference (within {self.margin:.0%})"}.get(
+            self.outcome, self.outcome)
+
+    def _sure(self) -> str:
+        """The interval's confidence: the one asked for, or less when too few rounds gave less."""
+        coverage = self.ratio.coverage or 0.0
+        return f"{100 * min(coverage, self.confidence):.0f}%"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "baseline": self.baseline, "outcome": self.outcome,
+                "ratio": self.ratio.to_dict(), "margin": self.margin,
+                "confidence": self.confidence}
 
 
 class _ShowsTable:
@@ -193,10 +339,19 @@ class _ShowsTable:
 
 @dataclass(repr=False)
 class Comparison(_ShowsTable):
-    """Candidates timed side by side by :func:`compare`, and their ratios to a baseline."""
+    """Candidates timed side by side by :func:`compare`, their ratios and verdicts.
+
+    ``pairs`` says which baseline each candidate's verdict is against (by default every
+    candidate against ``baseline``); ``margin`` and ``confidence`` are those of :func:`decide`.
+    ``capped`` is True when :func:`compare` stopped at its time cap with a verdict undecided.
+    """
 
     timings: dict[str, Timing]
     baseline: str
+    pairs: dict[str, str] | None = None
+    margin: float = MARGIN
+    confidence: float = CONFIDENCE
+    capped: bool = False
 
     def __post_init__(self) -> None:
         if self.baseline not in self.timings:
@@ -204,6 +359,11 @@ class Comparison(_ShowsTable):
                 f"baseline {self.baseline!r} is not among the candidates {list(self.timings)}; "
                 "pass one of those names"
             )
+        for name, base in (self.pairs or {}).items():
+            for role, who in (("candidate", name), ("baseline", base)):
+                if who not in self.timings:
+                    raise KeyError(f"pairs: {role} {who!r} is not among the candidates "
+                                   f"{list(self.timings)}")
 
     @property
     def ratios(self) -> dict[str, Ratio]:
@@ -211,11 +371,12 @@ class Comparison(_ShowsTable):
         return self.ratios_to(self.baseline)
 
     def ratios_to(self, baseline: str) -> dict[str, Ratio]:
-        """Time ratios to ``baseline``: median and quartiles of the per-round ratios.
+        """Time ratios to ``baseline``: the median, quartiles and interval of per-round ratios.
 
         Round ``i`` timed every candidate once, close together in time, so the ratio of their
-        ``i``-th samples compares like with like, and drift common to both cancels out. On a
-        noisy machine this median ratio can differ a little from the ratio of the two medians.
+        ``i``-th samples compares like with like, and drift common to both cancels out. That is
+        why the median ratio can differ a little from the ratio of the two medians on a noisy
+        machine: the two medians may come from different rounds.
         """
         if baseline not in self.timings:
             raise KeyError(f"no candidate named {baseline!r}; have {list(self.timings)}")
@@ -228,21 +389,56 @@ class Comparison(_ShowsTable):
                     f"{name!r} has {samples.size} samples and {baseline!r} {base.size}: "
                     "ratios need candidates timed in the same rounds (use compare())"
                 )
-            q1, median, q3 = np.percentile(samples / base, [25, 50, 75])
-            ratios[name] = Ratio(float(median), float(q1), float(q3))
+            ratios[name] = Ratio.of(samples / base, self.confidence)
         return ratios
 
+    def baseline_of(self, name: str) -> str:
+        """The candidate ``name``'s verdict is against: its entry in ``pairs``, or ``baseline``."""
+        return (self.pairs or {}).get(name, self.baseline)
+
+    def verdict(self, name: str, baseline: str | None = None) -> Verdict:
+        """Is ``name`` faster than ``baseline`` (default :meth:`baseline_of`), slower, the same?"""
+        if name not in self.timings:
+            raise KeyError(f"no candidate named {name!r}; have {list(self.timings)}")
+        baseline = baseline or self.baseline_of(name)
+        ratio = self.ratios_to(baseline)[name]
+        return Verdict(name, baseline, decide(ratio, self.margin, self.confidence), ratio,
+                       self.margin, self.confidence)
+
+    def verdicts(self) -> dict[str, Verdict]:
+        """The verdict of every pair: ``pairs``, or each candidate against the baseline."""
+        pairs = self.pairs if self.pairs is not None else {
+            name: self.baseline for name in self.timings if name != self.baseline}
+        return {name: self.verdict(name, base) for name, base in pairs.items()}
+
+    @property
+    def decided(self) -> bool:
+        """True when every pair's verdict is decided (faster, slower or the same)."""
+        return all(v.outcome != UNDECIDED for v in self.verdicts().values())
+
     def _rows(self) -> tuple[list[str], list[list[str]]]:
-        header = ["", "median", "± IQR/2", f"time / {self.baseline}", "samples × calls"]
+        verdicts = self.verdicts()
+        bases = {v.baseline for v in verdicts.values()} or {self.baseline}
+        one = next(iter(bases)) if len(bases) == 1 else None
+        header = ["", "median", "± IQR/2", f"time / {one}" if one else "time / its baseline",
+                  f"{100 * self.confidence:.0f}% interval", "verdict", "rounds × calls"]
         rows = []
-        for (name, t), ratio in zip(self.timings.items(), self.ratios.values(), strict=True):
+        for name, t in self.timings.items():
             median, spread = format_time(t.median, t.iqr / 2).split(" ± ")
-            rows.append([name, median, f"± {spread}", str(ratio),
-                         f"{len(t.samples)} × {t.number}"])
+            if name in verdicts:
+                v = verdicts[name]
+                cells = [f"{v.ratio.median:.3g}×", f"[{v.ratio.low:.3g}, {v.ratio.high:.3g}]",
+                         v.outcome_text if one else v.words]
+            elif name in bases:
+                cells = ["1×" if one else "", "", "(baseline)"]
+            else:
+                cells = ["", "", ""]
+            rows.append([name, median, f"± {spread}", *cells, f"{len(t.samples)} × {t.number}"])
         return header, rows
 
     def table(self) -> str:
-        """A text table: median, IQR/2, ratio to the baseline [IQR], samples × calls each."""
+        """A text table: median ± IQR/2; the median per-round ratio to the baseline and its
+        interval; the verdict; rounds × calls per sample."""
         return super().table()
 
     def __repr__(self) -> str:
@@ -273,14 +469,21 @@ class Comparison(_ShowsTable):
         return {
             "kind": "comparison",
             "baseline": self.baseline,
+            "pairs": self.pairs,
+            "margin": self.margin,
+            "confidence": self.confidence,
+            "capped": self.capped,
             "timings": {name: t.to_dict() for name, t in self.timings.items()},
             "ratios": {name: r.to_dict() for name, r in self.ratios.items()},
+            "verdicts": {name: v.to_dict() for name, v in self.verdicts().items()},
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Comparison:
+        """Inverse of :meth:`to_dict` (ratios and verdicts are recomputed from the samples)."""
         timings = {name: Timing.from_dict(t) for name, t in data["timings"].items()}
-        return cls(timings, data["baseline"])
+        return cls(timings, data["baseline"], data.get("pairs"), data.get("margin", MARGIN),
+                   data.get("confidence", CONFIDENCE), data.get("capped", False))
 
     def save_json(self, path: str | Path) -> Path:
         """Write :meth:`to_dict` as JSON (read it back with :func:`load_json`)."""
@@ -303,6 +506,10 @@ class Sweep(_ShowsTable):
         """(size, stat) pairs at the sizes where ``stat`` is not None."""
         pairs = [(s, stat(c)) for s, c in zip(self.sizes, self.comparisons, strict=True)]
         return [(s, v) for s, v in pairs if v is not None]
+
+    def verdicts(self) -> list[dict[str, Verdict]]:
+        """Each size's :meth:`Comparison.verdicts`, in the order of ``sizes``."""
+        return [c.verdicts() for c in self.comparisons]
 
     def medians(self, name: str) -> list[float | None]:
         """``name``'s median at each size (None where it was not timed)."""
@@ -409,11 +616,14 @@ def load_json(path: str | Path) -> Timing | Comparison | Sweep:
 def sync_result(result: Any) -> None:
     """Wait until ``result`` is really computed; lists, tuples and dict values are searched.
 
-    Frameworks may return before the work is done: CUDA kernels are queued, and TensorFlow's
-    eager runtime can be asynchronous. A CUDA tensor (anything with ``is_cuda`` True) waits for
+    Frameworks may return before the work is done: CUDA kernels are queued, and TensorFlow runs
+    GPU ops asynchronously. A CUDA tensor (anything with ``is_cuda`` True) waits for
     ``torch.cuda.synchronize(device)``; an MPS tensor for ``torch.mps.synchronize()``; a
-    TensorFlow tensor is pulled to the host with ``.numpy()``, which waits for it. Anything else
-    is already done (numpy, CPU torch tensors, Python numbers).
+    TensorFlow tensor on a GPU (or another non-CPU device) for
+    ``tf.test.experimental.sync_devices()``. Nothing is copied to the host: waiting is the same
+    work for every framework. Anything else is already done: numpy arrays, Python numbers, and
+    CPU tensors of PyTorch and TensorFlow, whose eager ops and graph calls return when their
+    results are ready (unless TensorFlow was switched to asynchronous execution).
     """
     if isinstance(result, list | tuple):
         for item in result:
@@ -429,8 +639,16 @@ def sync_result(result: Any) -> None:
         import torch
 
         torch.mps.synchronize()
-    elif type(result).__module__.startswith("tensorflow") and hasattr(result, "numpy"):
-        result.numpy()
+    elif type(result).__module__.startswith("tensorflow") and not _on_cpu(result):
+        import tensorflow as tf
+
+        tf.test.experimental.sync_devices()
+
+
+def _on_cpu(tf_value: Any) -> bool:
+    """True for a TensorFlow value on the CPU (or with no device, such as a symbolic tensor)."""
+    device = getattr(tf_value, "device", "") or ""
+    return not device or "CPU" in device.upper()
 
 
 def _cuda_synchronize(_result: Any) -> None:
@@ -478,11 +696,29 @@ def _one_two_five() -> Iterator[int]:
 
 
 def _time_calls(call: Callable[[], None], number: int, clock: Clock) -> float:
-    """Seconds for ``number`` back-to-back calls (a sample; divide by ``number`` per call)."""
-    start = clock()
-    for _ in range(number):
-        call()
-    return clock() - start
+    """Seconds for ``number`` back-to-back calls (a sample; divide by ``number`` per call).
+
+    The garbage collector is paused meanwhile (as the standard library's ``timeit`` does): a
+    collection is triggered by how much was allocated since the last one, so it would land on
+    whichever candidate happened to cross the threshold, not on the one that made the garbage.
+    """
+    with _gc_paused():
+        start = clock()
+        for _ in range(number):
+            call()
+        return clock() - start
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Python's garbage collector off for the block, and back as it was after it."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _prepare(name: str, fn: Callable, args: tuple, *, warmup: int, number: int | None,
@@ -577,43 +813,86 @@ def compare(
     progress: bool = True,
     min_sample_s: float = MIN_SAMPLE_S,
     desc: str | None = None,
+    max_time_s: float | None = None,
+    pairs: Mapping[str, str] | None = None,
+    margin: float = MARGIN,
+    confidence: float = CONFIDENCE,
 ) -> Comparison:
-    """Time several functions of the same ``args`` side by side; ratios are to ``baseline``.
+    """Time several functions of the same ``args`` side by side, in interleaved rounds.
 
     Each candidate is warmed up and gets its own calls per sample (as in :func:`timeit`); then
-    every round takes one sample of each candidate in turn. ``baseline`` defaults to the first.
+    every round takes one sample of each candidate in turn. Ratios and verdicts are to
+    ``baseline`` (default: the first candidate), or per candidate as ``pairs`` says
+    (``{"tf.function": "tf eager", "torchscript": "torch eager"}``).
+
+    **Sampling until decided.** With ``max_time_s``, ``repeats`` is the least number of rounds:
+    more rounds are added until every pair's :class:`Verdict` is decided (faster, slower, or no
+    difference beyond ``margin``, each with ``confidence``), or until sampling has taken
+    ``max_time_s`` seconds (on ``clock``; warm-up not counted), when the undecided ones stay
+    ``undecided`` and ``Comparison.capped`` is True. A quiet machine decides in a few rounds; a
+    busy one takes more rounds, and reaches the same verdicts. Without ``max_time_s``, exactly
+    ``repeats`` rounds are taken.
 
     >>> c = compare({"list": lambda: list(range(1000)), "tuple": lambda: tuple(range(1000))},
     ...             repeats=5, progress=False)
     >>> c.ratios["list"].median
     1.0
+    >>> c = compare({"slow": lambda: sorted(range(3000), key=str), "fast": lambda: None},
+    ...             repeats=6, max_time_s=5, progress=False)
+    >>> c.verdict("fast").outcome
+    'faster'
     """
     if not fns:
         raise ValueError("compare() needs at least one function, e.g. {'eager': f}")
     _check_counts(warmup, repeats, number)
+    if max_time_s is not None and max_time_s < 0:
+        raise ValueError(f"max_time_s={max_time_s}: use None (fixed rounds) or seconds >= 0")
     baseline = next(iter(fns)) if baseline is None else baseline
     if baseline not in fns:
         raise KeyError(f"baseline {baseline!r} is not among {list(fns)}; pass one of those names")
+    for name, base in (pairs or {}).items():
+        for role, who in (("candidate", name), ("baseline", base)):
+            if who not in fns:
+                raise KeyError(f"pairs: {role} {who!r} is not among {list(fns)}")
     sync_fn = _resolve_sync(sync)
     candidates = []
+
+    def result(capped: bool = False) -> Comparison:
+        return Comparison({c.name: c.timing() for c in candidates}, baseline,
+                          dict(pairs) if pairs is not None else None, margin, confidence, capped)
+
     with _bar(len(fns) * repeats, progress, desc) as bar:
         for name, fn in fns.items():
             bar.set_postfix_str(f"warming up {name}")
             candidates.append(_prepare(name, fn, args, warmup=warmup, number=number, sync=sync_fn,
                                        clock=clock, min_sample_s=min_sample_s))
         bar.set_postfix_str("")
-        # Round robin: each round samples every candidate once. Slow drift (clock boost and
-        # throttling, a neighbour's job, a warming cache) then lands on all candidates alike
-        # instead of on whichever ran last, and the i-th samples of two candidates were taken
-        # close together, which is what makes the per-round ratios in Comparison.ratios fair.
-        # Each round also starts one candidate later (a b c, b c a, c a b, ...), so that no
-        # candidate always follows the same one, whose lingering threads or evicted caches
-        # would otherwise slow it down every time.
-        for r in range(repeats):
-            for cand in candidates[r % len(candidates):] + candidates[:r % len(candidates)]:
-                cand.samples.append(_time_calls(cand.call, cand.number, clock) / cand.number)
-                bar.update()
-    return Comparison({c.name: c.timing() for c in candidates}, baseline)
+        started, rounds, look = clock(), 0, repeats
+        while True:
+            # Round robin: each round samples every candidate once. Slow drift (clock boost and
+            # throttling, a neighbour's job, a warming cache) then lands on all candidates alike
+            # instead of on whichever ran last, and the i-th samples of two candidates were taken
+            # close together, which is what makes the per-round ratios fair. Each round also
+            # starts one candidate later (a b c, b c a, c a b, ...), so that no candidate always
+            # follows the same one, whose lingering threads or evicted caches would otherwise
+            # slow it down every time.
+            while rounds < look:
+                shift = rounds % len(candidates)
+                for cand in candidates[shift:] + candidates[:shift]:
+                    cand.samples.append(_time_calls(cand.call, cand.number, clock) / cand.number)
+                    bar.update()
+                rounds += 1
+            if max_time_s is None:
+                return result()
+            if result().decided:
+                return result()
+            if clock() - started >= max_time_s or rounds >= MAX_ROUNDS:
+                return result(capped=True)
+            # Look again after a quarter more rounds: few looks keep the interval's confidence
+            # close to what it says, though we stop at the first look that decides.
+            look = min(MAX_ROUNDS, max(rounds + 1, math.ceil(rounds * 1.25)))
+            bar.total = len(candidates) * look
+            bar.refresh()
 
 
 def sweep(
@@ -664,6 +943,93 @@ def break_even(first_call_s: float, per_call_s_graph: float,
         return None
     calls = (first_call_s - per_call_s_graph) / saved_per_call
     return max(1, math.ceil(calls - 1e-9))  # 1e-9: 998.9999999 from rounding is still 999
+
+
+def first_calls(build: Callable[[], Callable], *args: Any, repeats: int = 5,
+                sync: str | Callable[[Any], Any] | None = "auto", clock: Clock = time.perf_counter,
+                name: str | None = None) -> Timing:
+    """Time ``build()`` and the first call of what it returns, ``repeats`` times.
+
+    The first call is where a graph mode traces, optimizes and compiles, so one sample of it is
+    as noisy as any other; this takes several. ``build`` must return a *fresh* function each
+    time (a new ``tf.function``, a new ``torch.compile`` after ``torch._dynamo.reset()``),
+    otherwise later samples time a cache hit. ``args`` go to the built function.
+
+    >>> t = first_calls(lambda: (lambda: sum(range(100))), repeats=3, name="sum")
+    >>> len(t.samples), t.number
+    (3, 1)
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats={repeats}: use at least one sample")
+    sync_fn = _resolve_sync(sync)
+    samples = []
+    for _ in range(repeats):
+        with _gc_paused():
+            start = clock()
+            sync_fn(build()(*args))
+            samples.append(clock() - start)
+    return Timing(name or getattr(build, "__name__", "build"), samples, 1, samples[0])
+
+
+@dataclass(frozen=True)
+class BreakEven:
+    """When does a graph mode repay its first call? From :func:`break_even_of`.
+
+    ``outcome`` is ``"pays back"`` (faster per call: ``calls`` from the medians, ``low`` to
+    ``high`` from the intervals of the first call and of the per-call ratio), ``"never"`` (not
+    measurably faster per call) or ``"undecided"`` (the per-call verdict is).
+    """
+
+    name: str
+    baseline: str
+    outcome: str
+    calls: int | None
+    low: int | None
+    high: int | None
+    first_call: float
+    per_call: Verdict
+
+    @property
+    def words(self) -> str:
+        """The conclusion without numbers, the same from run to run when the verdict is."""
+        return {"pays back": f"repays its first call after some calls of {self.baseline}",
+                "never": f"never repays its first call ({self.per_call.words})",
+                "undecided": f"undecided ({self.per_call.words})"}[self.outcome]
+
+    def __str__(self) -> str:
+        first = format_time(self.first_call)
+        if self.outcome == "pays back":
+            return (f"{self.name}: first call {first}, repaid after {_calls(self.calls)} "
+                    f"(between {_calls(self.low)} and {_calls(self.high)})")
+        return f"{self.name}: first call {first}, {self.words}"
+
+
+def _calls(n: int | None) -> str:
+    return "never" if n is None else "1 call" if n == 1 else f"{n:,} calls"
+
+
+def break_even_of(first: Timing | float, comparison: Comparison, name: str,
+                  baseline: str | None = None) -> BreakEven:
+    """How many calls ``name`` needs to repay its first call, against ``baseline``'s calls.
+
+    ``first`` is the first-call time: a :class:`Timing` from :func:`first_calls` (its median
+    and :func:`median_interval` are used) or seconds. Per-call times come from ``comparison``:
+    the baseline's median, and the candidate's as baseline x the per-round ratio and its
+    interval. The range ``low``..``high`` pairs the cheapest first call with the best ratio,
+    and the dearest with the worst.
+    """
+    verdict = comparison.verdict(name, baseline)
+    eager = comparison.timings[verdict.baseline].median
+    if isinstance(first, Timing):
+        first_s, (first_lo, first_hi, _) = first.median, median_interval(first.samples)
+    else:
+        first_s = first_lo = first_hi = float(first)
+    r = verdict.ratio
+    calls = break_even(first_s, eager * r.median, eager)
+    low = break_even(first_lo, eager * min(r.low, r.median), eager)
+    high = break_even(first_hi, eager * max(r.high, r.median), eager)
+    outcome = {FASTER: "pays back", UNDECIDED: "undecided"}.get(verdict.outcome, "never")
+    return BreakEven(name, verdict.baseline, outcome, calls, low, high, first_s, verdict)
 
 
 # ----------------------------------------------------------------------------- helpers
