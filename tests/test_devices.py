@@ -69,3 +69,29 @@ def test_report_rows_text_and_html():
 def test_course_env_command_prints_the_report(capsys):
     assert devices.main([]) == 0
     assert "numpy" in capsys.readouterr().out
+
+
+def test_jax_devices_match_jax():
+    jax = pytest.importorskip("jax")
+    assert devices.jax_devices() == [f"{d.platform}:{d.id}" for d in jax.devices()]
+    assert devices.report().as_dict()["JAX devices"] == ", ".join(devices.jax_devices())
+
+
+def test_synchronize_waits_on_cuda_only(monkeypatch):
+    calls = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: calls.append(device))
+    devices.synchronize("cpu")
+    assert calls == []
+    devices.synchronize("cuda:1")
+    assert calls == [torch.device("cuda:1")]
+    monkeypatch.setenv("COURSE_DEVICE", "cpu")
+    devices.synchronize()  # the course device: the CPU here
+    assert len(calls) == 1
+
+
+def test_cuda_details_only_with_a_gpu():
+    details = devices.cuda_details()
+    if torch.cuda.is_available():
+        assert details["name"] == torch.cuda.get_device_name(0)
+    else:
+        assert details is None

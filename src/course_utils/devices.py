@@ -24,6 +24,7 @@ _PACKAGES = {
     "numpy": ("numpy",),
     "torch": ("torch",),
     "tensorflow": ("tensorflow-cpu", "tensorflow"),
+    "jax": ("jax",),
     "matplotlib": ("matplotlib",),
     "nbval": ("nbval",),
 }
@@ -86,6 +87,55 @@ def tf_gpus() -> list[str]:
     return [gpu.name for gpu in tf.config.list_physical_devices("GPU")]
 
 
+def jax_devices() -> list[str]:
+    """The devices JAX computes on (``["cpu:0"]`` on the CPU build), empty if JAX is missing."""
+    if not package_version("jax"):
+        return []
+    import jax
+
+    return [f"{d.platform}:{d.id}" for d in jax.devices()]
+
+
+def cuda_details() -> dict[str, str] | None:
+    """What torch knows of the CUDA GPU it would use, or ``None`` without one.
+
+    Name, compute capability, memory, the CUDA runtime torch was built with, and cuDNN: the
+    facts a GPU timing needs next to it.
+    """
+    if not package_version("torch"):
+        return None
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    props = torch.cuda.get_device_properties(0)
+    return {
+        "name": props.name,
+        "compute capability": f"{props.major}.{props.minor}",
+        "memory": f"{props.total_memory / 2**30:.0f} GiB",
+        "CUDA runtime (torch build)": str(torch.version.cuda),
+        "cuDNN": str(torch.backends.cudnn.version()),
+        "GPUs visible": str(torch.cuda.device_count()),
+    }
+
+
+def synchronize(device=None) -> None:
+    """Wait until ``device`` has finished all queued work; a no-op on the CPU.
+
+    CUDA and MPS run asynchronously: an op *queues* a kernel and returns. A timer must wait
+    for the queue before it starts (so that earlier work is not counted) and before it stops
+    (so that this work is). ``device`` is a ``torch.device``, a string, or ``None`` for
+    :func:`torch_device`.
+    """
+    import torch
+
+    device = torch.device(device) if device is not None else torch_device()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+
+
 def torch_device():
     """The ``torch.device`` lessons run on: CUDA, then MPS, then the CPU.
 
@@ -137,6 +187,8 @@ def report() -> EnvReport:
     rows.append(("torch GPU", torch_gpu() or "none (CPU only)"))
     gpus = tf_gpus()
     rows.append(("TensorFlow GPU", ", ".join(gpus) if gpus else "none (CPU only)"))
+    if package_version("jax"):
+        rows.append(("JAX devices", ", ".join(jax_devices())))
     if package_version("torch"):
         rows.append(("lessons run torch on", str(torch_device())))
     return EnvReport(rows)
