@@ -407,7 +407,7 @@ def test_compare_samples_until_every_verdict_is_decided(clock):
     assert not c.capped and c.decided
     verdicts = c.verdicts()
     assert verdicts["graph"].outcome == "faster"
-    assert verdicts["twin"].outcome == "same"  # ±1% noise against ±20%: within 5% only after
+    assert verdicts["twin"].outcome == "same"  # ±1% noise against ±20%: within 10% only after
     rounds = len(c.timings["eager"].samples)  # more rounds than "graph" alone would need
     assert 6 < rounds < 200
     alone = bench.compare({k: fns[k] for k in ("eager", "graph")}, warmup=0, repeats=6, number=1,
@@ -417,7 +417,7 @@ def test_compare_samples_until_every_verdict_is_decided(clock):
 
 def test_compare_stops_at_the_time_cap_and_says_undecided(clock):
     # b takes 0.9 or 1.1 times a's time, half the rounds each: its interval always spans
-    # [0.9, 1.1], across the 5% margin, so no number of rounds can decide it.
+    # [0.9, 1.1], across the 10% margin (1 / 1.1 = 0.909), so no number of rounds decides it.
     fns = {"a": takes(clock, 1 * MS), "b": takes(clock, 0.9 * MS, 1.1 * MS)}
     c = bench.compare(fns, warmup=0, repeats=6, number=1, clock=clock, progress=False,
                       max_time_s=0.2)
@@ -519,6 +519,15 @@ def fake_sweep(clock: FakeClock) -> bench.Sweep:
 
     return bench.sweep(make_fns, [10, 100, 1000], warmup=0, repeats=3, clock=clock,
                        progress=False)
+
+
+def test_sweep_keeps_the_pairs_each_size_has(clock):
+    s = bench.sweep(lambda n: {"eager": takes(clock, 1 * MS), "graph": takes(clock, 0.5 * MS),
+                               **({"big": takes(clock, 2 * MS)} if n > 1 else {})},
+                    [1, 2], warmup=0, repeats=6, clock=clock, progress=False,
+                    pairs={"graph": "eager", "big": "eager"})
+    assert [set(v) for v in s.verdicts()] == [{"graph"}, {"graph", "big"}]
+    assert s.verdicts()[1]["big"].outcome == "slower"
 
 
 def test_sweep_times_each_size(clock):
