@@ -29,12 +29,14 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .adapters import SUPPORTED, to_drawgraph
+from .adapters import SUPPORTED, as_mg_graph, is_mg_tensor, is_torch_tensor, to_drawgraph
 from .dot import clean_graphviz_svg, have_dot, run_dot, to_dot
 from .layout import render_svg
-from .model import DrawEdge, DrawGraph, DrawNode, apply_highlight, collapse
+from .model import DrawCluster, DrawEdge, DrawGraph, DrawNode, apply_highlight, collapse
+from .values import annotate_eager, annotate_graph, annotate_torch, format_value
 
-__all__ = ["SUPPORTED", "DrawEdge", "DrawGraph", "DrawNode", "Drawing", "draw"]
+__all__ = ["SUPPORTED", "DrawCluster", "DrawEdge", "DrawGraph", "DrawNode", "Drawing", "draw",
+           "format_value"]
 
 RENDERERS = ("graphviz", "builtin")
 DEFAULT_MAX_NODES = 60
@@ -95,6 +97,11 @@ def draw(
     renderer: str | None = None,
     title: str | None = None,
     params: Mapping[str, Any] | None = None,
+    values: bool = False,
+    grads: bool = False,
+    feed_dict: Mapping[Any, Any] | None = None,
+    grads_of: Any = None,
+    session: Any = None,
 ) -> Drawing:
     """Draw a computation graph from any framework the course uses.
 
@@ -111,6 +118,18 @@ def draw(
         title: the caption under the drawing; defaults to a description of ``obj``.
         params: for a torch or minigraph eager tensor: names for its leaves, e.g.
             ``dict(model.named_parameters())``.
+        values: write each node's value under it, micrograd-style (small arrays in full,
+            large ones as shape, mean and range). For a minigraph eager tensor every tensor on
+            the tape; for a torch tensor the leaves and the result; for a minigraph ``Graph``
+            one run with ``feed_dict`` (variables hold their initial values, or ``session``'s).
+        grads: write each node's gradient under it: the leaves' ``.grad`` (call
+            ``backward()`` first) and d(drawn tensor)/d(node) for the tensors in between; for a
+            ``Graph``, d(``grads_of``)/d(node) from ``mg.gradients`` on a copy of the graph.
+        feed_dict: for a minigraph ``Graph`` with ``values``/``grads``: placeholder (node or
+            name) -> array, as ``Session.run`` takes it.
+        grads_of: for a ``Graph`` with ``grads=True``: the scalar node to differentiate
+            (default: the graph's only scalar result, or the one ``mg.gradients`` seeded).
+        session: for a ``Graph``: the ``mg.Session`` whose variable values to use.
 
     >>> g = DrawGraph(title="negate")
     >>> g.add_node("x", "placeholder", kind="input"); g.add_node("y", "neg")
@@ -125,6 +144,8 @@ def draw(
         raise ValueError(f"rankdir must be 'TB' or 'LR', got {rankdir!r}")
     chosen = _choose_renderer(renderer)
     graph = to_drawgraph(obj, params=params)
+    _annotate(obj, graph, values=values, grads=grads, feed_dict=feed_dict, grads_of=grads_of,
+              session=session)
     _check(graph)
     apply_highlight(graph, highlight)
     graph = collapse(graph, max_nodes)
@@ -140,6 +161,34 @@ def draw(
         svg = render_svg(graph, rankdir=rankdir, show_shapes=show_shapes, caption=caption,
                          note=note)
     return Drawing(svg, source, chosen, graph)
+
+
+def _annotate(obj: Any, graph: DrawGraph, *, values: bool, grads: bool, feed_dict: Any,
+              grads_of: Any, session: Any) -> None:
+    """Write values and gradients on ``graph``'s nodes, if asked; say so when they cannot be."""
+    graph_only = {"feed_dict": feed_dict, "grads_of": grads_of, "session": session}
+    given = [k for k, v in graph_only.items() if v is not None]
+    if not (values or grads):
+        if given:
+            raise ValueError(f"{given[0]}= is for computing values or gradients: pass "
+                             "values=True and/or grads=True as well")
+        return
+    if is_mg_tensor(obj) or is_torch_tensor(obj):
+        if given:
+            raise ValueError(f"{given[0]}= applies to a minigraph Graph; a tensor already "
+                             "holds its values (and its leaves their .grad)")
+        annotate = annotate_eager if is_mg_tensor(obj) else annotate_torch
+        annotate(graph, obj, values=values, grads=grads)
+        return
+    mg_graph = as_mg_graph(obj)
+    if mg_graph is None:
+        raise ValueError(
+            "values=/grads= draw numbers for a minigraph Graph or traced function (with "
+            f"feed_dict=), a minigraph eager tensor or a torch tensor, not a "
+            f"{type(obj).__name__}. To see another framework's numbers, run it and print them."
+        )
+    annotate_graph(graph, mg_graph, values=values, grads=grads, feed_dict=feed_dict,
+                   session=session, grads_of=grads_of)
 
 
 def _choose_renderer(renderer: str | None) -> str:
@@ -165,6 +214,16 @@ def _check(graph: DrawGraph) -> None:
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         raise ValueError(f"the graph has several nodes named {dupes}; node names must be unique")
     known = set(ids)
+    clusters = {c.id for c in graph.clusters}
+    placed: set[str] = set()
+    for c in graph.clusters:
+        if c.parent is not None and c.parent not in clusters:
+            raise ValueError(f"cluster {c.id!r} names parent {c.parent!r}, which is not a cluster")
+        for m in c.members:
+            if m not in known or m in placed:
+                why = "is not in the graph" if m not in known else "is in another cluster too"
+                raise ValueError(f"cluster {c.id!r}: node {m!r} {why}")
+            placed.add(m)
     for e in graph.edges:
         for end in (e.src, e.dst):
             if end not in known:

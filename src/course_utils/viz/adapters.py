@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from .model import DrawGraph, format_shape, name_detail
+from .model import DrawCluster, DrawGraph, format_shape, name_detail
 
 SUPPORTED = (
     "a minigraph Graph, or a traced minigraph function (an object with get_graph: its most "
@@ -61,6 +61,29 @@ def to_drawgraph(obj: Any, *, params: Mapping[str, Any] | None = None) -> DrawGr
         f"viz.draw cannot draw a {type(obj).__module__}.{type(obj).__qualname__}. "
         "It draws:\n  - " + "\n  - ".join(SUPPORTED)
     )
+
+
+def is_mg_tensor(obj: Any) -> bool:
+    """A minigraph eager tensor (False without importing minigraph when it is not loaded)."""
+    return _is_mg_tensor(obj)
+
+
+def is_torch_tensor(obj: Any) -> bool:
+    """A torch tensor (False without importing torch when it is not loaded)."""
+    return _is_torch_tensor(obj)
+
+
+def as_mg_graph(obj: Any) -> Any:
+    """The minigraph Graph that `draw` would draw for ``obj`` (a traced function's latest
+    trace), or None when ``obj`` is not a minigraph graph."""
+    if isinstance(obj, DrawGraph):
+        return None
+    for matches, _ in _ADAPTERS:  # the objects of other frameworks come first, as in draw
+        if matches(obj):
+            if _is_mg_graph(obj):
+                return obj
+            return _latest_mg_graph(obj) if _is_mg_function(obj) else None
+    return None
 
 
 def _module(name: str) -> Any:
@@ -121,15 +144,9 @@ def _latest_mg_graph(fn: Any) -> Any:
 def _from_mg_graph(graph: Any) -> DrawGraph:
     g = DrawGraph(title=f"minigraph Graph ({len(graph.nodes)} nodes)", scope_sep="_")
     used: set[str] = set()
+    _add_mg_nodes(g, graph, "", None, None)
     for n in graph.nodes:
-        kind = _MG_KIND.get(n.op, "op")
-        details = [name_detail(n.name, n.op), format_shape(n.shape) if kind != "op" else ""]
-        if kind == "const":
-            details.append(_small_value(getattr(n, "attrs", {}).get("value")))
-        g.add_node(n.name, n.op, kind=kind, details=details, scope=_mg_scope(n))
-        for x in n.inputs:
-            g.add_edge(x.name, n.name, format_shape(x.shape))
-            used.add(x.name)
+        used.update(x.name for x in n.inputs)
     # A traced graph lists its results; a TF1-style graph has none, so take its sinks that
     # produce a value.
     outputs = list(getattr(graph, "outputs", None) or []) or [
@@ -138,6 +155,43 @@ def _from_mg_graph(graph: Any) -> DrawGraph:
     ]
     _add_output(g, [(o.name, format_shape(o.shape)) for o in outputs])
     return g
+
+
+def _add_mg_nodes(g: DrawGraph, graph: Any, prefix: str, cluster: DrawCluster | None,
+                  scope: tuple[str, ...] | None) -> None:
+    """Draw ``graph``'s nodes with ids ``prefix + name``; inside a sub-graph (``cluster``),
+    every node joins that cluster. A node whose attrs hold graphs (``cond``'s branches,
+    ``while_loop``'s test and body) gets one cluster per graph, drawn just before it: its
+    operands flow into the sub-graphs' inputs, and their results flow into it."""
+    for n in graph.nodes:
+        nid = prefix + n.name
+        kind = _MG_KIND.get(n.op, "op")
+        details = [name_detail(n.name, n.op), format_shape(n.shape) if kind != "op" else ""]
+        if kind == "const":
+            details.append(_small_value(getattr(n, "attrs", {}).get("value")))
+        subs = [(key, sub) for key, sub in getattr(n, "attrs", {}).items() if _is_mg_graph(sub)]
+        routed: set[int] = set()  # operands that flow into the sub-graphs instead of the node
+        for key, sub in subs:
+            c = g.add_cluster(f"{nid}/{key}", f"{n.name}: {key}",
+                              parent=cluster.id if cluster else None)
+            _add_mg_nodes(g, sub, f"{nid}/{key}/", c, scope or (n.name,))
+            params = [p for p in sub.nodes if p.op == "placeholder"]
+            if 0 < len(params) <= len(n.inputs):
+                first = len(n.inputs) - len(params)  # the operands come last, in order
+                for j, p in enumerate(params, start=first):
+                    x = n.inputs[j]
+                    g.add_edge(prefix + x.name, f"{nid}/{key}/{p.name}", format_shape(x.shape))
+                    routed.add(j)
+            for o in getattr(sub, "outputs", None) or []:
+                g.add_edge(f"{nid}/{key}/{o.name}", nid, format_shape(o.shape))
+        g.add_node(nid, n.op, kind=kind, details=details,
+                   name=nid if prefix else None,
+                   scope=scope if scope is not None else _mg_scope(n))
+        if cluster is not None:
+            cluster.members.append(nid)
+        for j, x in enumerate(n.inputs):
+            if j not in routed:
+                g.add_edge(prefix + x.name, nid, format_shape(x.shape))
 
 
 def _mg_scope(node: Any) -> tuple[str, ...]:

@@ -12,12 +12,25 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from html import escape
 
-from .model import EDGE_COLOR, HIGHLIGHT, KINDS, STYLES, DrawGraph, DrawNode, Style
+from .model import (
+    CLUSTER_FILL,
+    CLUSTER_STROKE,
+    EDGE_COLOR,
+    GRAD_COLOR,
+    HIGHLIGHT,
+    KINDS,
+    STYLES,
+    VALUE_COLOR,
+    DrawGraph,
+    DrawNode,
+    Style,
+)
 
 FONT = "Helvetica,Arial,sans-serif"
+LINE_COLORS = {"detail": "#424242", "value": VALUE_COLOR, "grad": GRAD_COLOR}
 
 
 def to_dot(
@@ -26,8 +39,13 @@ def to_dot(
     rankdir: str = "TB",
     show_shapes: bool = True,
     caption: Sequence[str] = (),
+    sizes: Mapping[str, tuple[float, float]] | None = None,
 ) -> str:
-    """The graph in Graphviz's DOT language, with a legend and ``caption`` lines under it."""
+    """The graph in Graphviz's DOT language, with a legend and ``caption`` lines under it.
+
+    ``sizes`` (node id -> width, height in inches) fixes node sizes, so that frames whose
+    labels differ still get one layout (see `node_sizes`).
+    """
     ids = {n.id: f"n{i}" for i, n in enumerate(graph.nodes)}  # short, safe, deterministic
     lines = [
         "digraph G {",
@@ -38,8 +56,11 @@ def to_dot(
         f'  edge [fontname="{FONT}", fontsize=9, color="{EDGE_COLOR}", '
         f'fontcolor="{EDGE_COLOR}", arrowsize=0.6];',
     ]
+    placed = {m for c in graph.clusters for m in c.members}
     for n in graph.nodes:
-        lines.append(f"  {ids[n.id]} [{_node_attrs(n)}];")
+        if n.id not in placed:
+            lines.append(f"  {ids[n.id]} [{_node_attrs(n, sizes)}];")
+    lines += _clusters(graph, ids, sizes)
     for e in graph.edges:
         attrs = []
         if show_shapes and e.label:
@@ -61,12 +82,34 @@ def style_of(node: DrawNode) -> Style:
     return style
 
 
-def _node_attrs(n: DrawNode) -> str:
+def _clusters(graph: DrawGraph, ids: Mapping[str, str],
+              sizes: Mapping[str, tuple[float, float]] | None) -> list[str]:
+    """``subgraph cluster_k { ... }`` blocks, nested as the clusters are."""
+    children: dict[str | None, list[int]] = {}
+    for k, c in enumerate(graph.clusters):
+        children.setdefault(c.parent, []).append(k)
+    by_id = {n.id: n for n in graph.nodes}
+
+    def block(k: int, indent: str) -> list[str]:
+        c = graph.clusters[k]
+        out = [f"{indent}subgraph cluster_{k} {{",
+               f'{indent}  label=<<I>{escape(c.label, quote=False)}</I>>; labeljust=l; '
+               f'labelloc=t; fontsize=10; style="rounded,dashed"; color="{CLUSTER_STROKE}"; '
+               f'bgcolor="{CLUSTER_FILL}"; fontcolor="{CLUSTER_STROKE}";']
+        out += [f"{indent}  {ids[m]} [{_node_attrs(by_id[m], sizes)}];" for m in c.members]
+        for child in children.get(c.id, []):
+            out += block(child, indent + "  ")
+        return out + [f"{indent}}}"]
+
+    return [line for k in children.get(None, []) for line in block(k, "  ")]
+
+
+def _node_attrs(n: DrawNode, sizes: Mapping[str, tuple[float, float]] | None = None) -> str:
     s = style_of(n)
     style = ",".join(["filled"] + ["rounded"] * s.rounded + ["dashed"] * s.dashed)
     label = f"<B>{escape(n.label, quote=False)}</B>" + "".join(
-        f'<BR/><FONT POINT-SIZE="9" COLOR="#424242">{escape(d, quote=False)}</FONT>'
-        for d in n.details
+        f'<BR/><FONT POINT-SIZE="9" COLOR="{LINE_COLORS[kind]}">{escape(d, quote=False)}</FONT>'
+        for kind, d in n.text_lines()
     )
     attrs = [
         f"label=<{label}>",
@@ -80,6 +123,9 @@ def _node_attrs(n: DrawNode) -> str:
         attrs.append("peripheries=2")
     if n.highlight:
         attrs.append("penwidth=2")
+    if sizes and n.id in sizes:
+        w, h = sizes[n.id]
+        attrs.append(f"width={w}, height={h}, fixedsize=true")
     return ", ".join(attrs)
 
 
@@ -99,10 +145,11 @@ def _caption_html(graph: DrawGraph, caption: Sequence[str]) -> str:
         for _, s in legend_entries(graph)
     )
     text = "<BR ALIGN=\"LEFT\"/>".join(escape(line, quote=False) for line in caption)
+    legend = (f'<TR><TD ALIGN="LEFT"><TABLE BORDER="0" CELLSPACING="3" CELLPADDING="2"><TR>{cells}'
+              "</TR></TABLE></TD></TR>") if cells else ""  # Graphviz rejects an empty row
     return (
         '<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="2">'
-        f'<TR><TD ALIGN="LEFT"><TABLE BORDER="0" CELLSPACING="3" CELLPADDING="2"><TR>{cells}'
-        "</TR></TABLE></TD></TR>"
+        f"{legend}"
         f'<TR><TD ALIGN="LEFT"><FONT POINT-SIZE="9" COLOR="#616161">{text}'
         '<BR ALIGN="LEFT"/></FONT></TD></TR></TABLE>'
     )
@@ -136,6 +183,18 @@ def run_dot(source: str, fmt: str = "svg", *, timeout: float = 60.0) -> bytes:
         raise RuntimeError(f"`dot -T{fmt}` failed (exit {done.returncode}): "
                            f"{done.stderr.decode(errors='replace').strip()}")
     return done.stdout
+
+
+_PLAIN_NODE = re.compile(r"^node (\S+) \S+ \S+ (\S+) (\S+)", re.MULTILINE)
+
+
+def node_sizes(graph: DrawGraph, source: str) -> dict[str, tuple[float, float]]:
+    """Each node's width and height (inches) as ``dot`` lays out ``source`` (made by `to_dot`
+    from ``graph``): pass them to `to_dot` to keep the same sizes for other labels."""
+    ids = {f"n{i}": n.id for i, n in enumerate(graph.nodes)}
+    plain = run_dot(source, "plain").decode("utf-8")
+    return {ids[m[1]]: (float(m[2]), float(m[3])) for m in _PLAIN_NODE.finditer(plain)
+            if m[1] in ids}
 
 
 _PROLOGUE = re.compile(r"\A\s*(<\?xml[^>]*\?>\s*)?(<!DOCTYPE[^>]*>\s*)?")

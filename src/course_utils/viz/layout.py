@@ -23,15 +23,16 @@ from __future__ import annotations
 import hashlib
 from bisect import bisect_right, insort
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import pairwise
 from xml.sax.saxutils import escape, quoteattr
 
-from .dot import FONT, legend_entries, style_of
-from .model import EDGE_COLOR, DrawGraph, DrawNode
+from .dot import FONT, LINE_COLORS, legend_entries, style_of
+from .model import CLUSTER_FILL, CLUSTER_STROKE, EDGE_COLOR, DrawEdge, DrawGraph, DrawNode
 
 LABEL_SIZE, DETAIL_SIZE, EDGE_SIZE = 12, 10, 9
 NODE_SEP, DUMMY_SEP, RANK_SEP, MARGIN = 18.0, 8.0, 34.0, 12.0
+CLUSTER_TITLE = 16.0  # the band at the top of a cluster box that holds its label
 SWEEPS = 6
 
 
@@ -51,8 +52,14 @@ def render_svg(
     >>> render_svg(g).startswith("<svg")
     True
     """
-    layout = _Layout(graph, rankdir == "LR", show_shapes)
-    return layout.svg(caption, note)
+    return prepare(graph, rankdir=rankdir, show_shapes=show_shapes).svg(caption, note)
+
+
+def prepare(graph: DrawGraph, *, rankdir: str = "TB", show_shapes: bool = True) -> _Layout:
+    """Lay ``graph`` out once; its ``svg(caption, note, min_width)`` draws the nodes as they
+    are at that moment. Frames of a step-through change values, gradients and highlights on
+    the same `DrawNode` objects and call ``svg`` again: every frame keeps one layout."""
+    return _Layout(graph, rankdir == "LR", show_shapes)
 
 
 def text_width(text: str, size: float, bold: bool = False) -> float:
@@ -72,22 +79,79 @@ class _Box:
 
 
 class _Layout:
-    def __init__(self, graph: DrawGraph, sideways: bool, show_shapes: bool):
-        self.g, self.sideways, self.show_shapes = graph, sideways, show_shapes
-        self.index = {n.id: i for i, n in enumerate(graph.nodes)}
-        self.boxes = [self._measure(n) for n in graph.nodes]
+    def __init__(self, graph: DrawGraph, sideways: bool, show_shapes: bool,
+                 numbers: dict[str, int] | None = None):
+        self.full, self.sideways, self.show_shapes = graph, sideways, show_shapes
+        # SVG ids number the nodes of the whole drawing, also inside clusters
+        self.numbers = numbers or {n.id: i for i, n in enumerate(graph.nodes)}
+        # A cluster is laid out on its own and then placed as one big box (a compound node).
+        self.inner: dict[str, _Layout] = {}
+        self.g = self._fold_clusters(graph)
+        self.index = {n.id: i for i, n in enumerate(self.g.nodes)}
+        self.boxes = [self._measure(n) for n in self.g.nodes]
         self.edges = self._layout_edges()
         self._assign_layers()
         self.chains = self._add_dummies()
         self.layers = self._order()
         self._coordinates()
 
+    # -- clusters ------------------------------------------------------------------------------
+    def _fold_clusters(self, graph: DrawGraph) -> DrawGraph:
+        """The graph with each top-level cluster replaced by one box, whose inside is laid out
+        by its own `_Layout` (nested clusters recurse). Edges to or from a cluster's nodes
+        attach to its box; edges inside it belong to its own layout."""
+        if not graph.clusters:
+            return graph
+        by_id = {c.id: c for c in graph.clusters}
+        top = [c for c in graph.clusters if c.parent not in by_id]
+        box_of: dict[str, str] = {}
+        for c in top:
+            family = self._family(c, graph.clusters)
+            members = {m for f in family for m in f.members}
+            inner = DrawGraph(
+                nodes=[n for n in graph.nodes if n.id in members],
+                edges=[e for e in graph.edges if e.src in members and e.dst in members],
+                clusters=[replace(f, parent=None if f.parent == c.id else f.parent)
+                          for f in family if f is not c],
+                title=c.label, scope_sep=graph.scope_sep)
+            box = f"cluster:{c.id}"
+            self.inner[box] = _Layout(inner, self.sideways, self.show_shapes, self.numbers)
+            box_of.update(dict.fromkeys(members, box))
+        nodes: list[DrawNode] = []
+        for n in graph.nodes:
+            box = box_of.get(n.id)
+            if box is None:
+                nodes.append(n)
+            elif box not in {m.id for m in nodes}:
+                nodes.append(DrawNode(box, by_id[box.removeprefix("cluster:")].label, "group"))
+        edges = [DrawEdge(box_of.get(e.src, e.src), box_of.get(e.dst, e.dst), e.label, e.control)
+                 for e in graph.edges if box_of.get(e.src, e.src) != box_of.get(e.dst, e.dst)]
+        return DrawGraph(nodes=_topological(nodes, edges), edges=edges, title=graph.title,
+                         notes=graph.notes, scope_sep=graph.scope_sep)
+
+    @staticmethod
+    def _family(root: object, clusters: list) -> list:
+        """``root`` and every cluster nested in it."""
+        family, frontier = [root], [root]
+        while frontier:
+            ids = {c.id for c in frontier}
+            frontier = [c for c in clusters if c.parent in ids]
+            family += frontier
+        return family
+
     # -- sizes ---------------------------------------------------------------------------------
     def _measure(self, n: DrawNode) -> _Box:
+        inner = self.inner.get(n.id)
+        if inner is not None:
+            w, h = inner._xy(inner.extent_breadth, inner.extent_depth)
+            w = max(w, text_width(n.label, DETAIL_SIZE) + 2 * MARGIN)
+            h += CLUSTER_TITLE
+            return _Box(h, w) if self.sideways else _Box(w, h)
         style = style_of(n)
+        lines = n.text_lines()
         w = max([text_width(n.label, LABEL_SIZE, True)]
-                + [text_width(d, DETAIL_SIZE) for d in n.details]) + 20
-        h = 10 + LABEL_SIZE + 3 + (DETAIL_SIZE + 2) * len(n.details)
+                + [text_width(text, DETAIL_SIZE) for _, text in lines]) + 20
+        h = 10 + LABEL_SIZE + 3 + (DETAIL_SIZE + 2) * len(lines)
         if style.shape == "ellipse":  # the text must fit inside the curve
             w, h = w * 1.2 + 6, h + 8
         if style.double:
@@ -246,12 +310,12 @@ class _Layout:
         b = self.boxes[i]
         return b.pos, self.layer_mid[b.layer]
 
-    def svg(self, caption: Sequence[str], note: str) -> str:
-        entries = legend_entries(self.g)
+    def svg(self, caption: Sequence[str], note: str, min_width: float = 0.0) -> str:
+        entries = legend_entries(self.full)
         width, height = self._xy(self.extent_breadth, self.extent_depth)
         legend_w = sum(text_width(s.legend, EDGE_SIZE) + 30 for _, s in entries)
         text_w = max((text_width(c, EDGE_SIZE) for c in caption), default=0.0)
-        width = max(width, legend_w + 2 * MARGIN, text_w + 2 * MARGIN)
+        width = max(width, legend_w + 2 * MARGIN, text_w + 2 * MARGIN, min_width)
         foot = 24 + 13 * len(caption)
         total_h = height + foot
         # The marker id is derived from the drawing, so two drawings in one page never clash
@@ -269,11 +333,19 @@ class _Layout:
             f'<path d="M0,0 L10,5 L0,10 z" fill="{EDGE_COLOR}"/></marker></defs>',
             f'<rect x="0" y="0" width="{_f(width)}" height="{_f(total_h)}" fill="white"/>',
         ]
-        out += self._edges_svg(arrow)
-        out += [self._node_svg(i, n) for i, n in enumerate(self.g.nodes)]
+        out += self._body(arrow)
         out += self._footer_svg(entries, caption, height)
         out.append("</svg>")
         return "\n".join(line for line in out if line) + "\n"
+
+    def _body(self, arrow: str) -> list[str]:
+        """Cluster boxes (each with its own body), then the edges, then the other nodes: an
+        edge that passes over a cluster stays visible."""
+        boxes = [self._node_svg(i, n, arrow) for i, n in enumerate(self.g.nodes)
+                 if n.id in self.inner]
+        return boxes + self._edges_svg(arrow) + [self._node_svg(i, n, arrow)
+                                                 for i, n in enumerate(self.g.nodes)
+                                                 if n.id not in self.inner]
 
     def _edges_svg(self, arrow: str) -> list[str]:
         out, drawn = [], set()
@@ -329,7 +401,27 @@ class _Layout:
         x, y = self._xy(breadth, depth)
         return f"{_f(x)},{_f(y)}"
 
-    def _node_svg(self, i: int, n: DrawNode) -> str:
+    def _cluster_svg(self, i: int, n: DrawNode, arrow: str) -> str:
+        inner = self.inner[n.id]
+        box = self.boxes[i]
+        cx, cy = self._xy(*self._center(i))
+        w, h = self._xy(box.breadth, box.depth)
+        x0, y0 = cx - w / 2, cy - h / 2
+        iw, _ = inner._xy(inner.extent_breadth, inner.extent_depth)
+        return "\n".join([
+            f'<g class="cluster"><title>{escape(n.label)}</title>'
+            f'<rect x="{_f(x0)}" y="{_f(y0)}" width="{_f(w)}" height="{_f(h)}" rx="8" '
+            f'fill="{CLUSTER_FILL}" stroke="{CLUSTER_STROKE}" stroke-dasharray="5,3"/>'
+            f'<text x="{_f(x0 + 8)}" y="{_f(y0 + 12)}" font-size="{DETAIL_SIZE}" '
+            f'font-style="italic" fill="{CLUSTER_STROKE}">{escape(n.label)}</text>',
+            f'<g transform="translate({_f(x0 + (w - iw) / 2)},{_f(y0 + CLUSTER_TITLE)})">',
+            *inner._body(arrow),
+            "</g></g>",
+        ])
+
+    def _node_svg(self, i: int, n: DrawNode, arrow: str = "") -> str:
+        if n.id in self.inner:
+            return self._cluster_svg(i, n, arrow)
         s = style_of(n)
         box = self.boxes[i]
         cx, cy = self._xy(*self._center(i))
@@ -350,15 +442,20 @@ class _Layout:
                 shapes.append(f'<rect x="{_f(cx - w / 2 + inset)}" y="{_f(cy - h / 2 + inset)}" '
                               f'width="{_f(w - 2 * inset)}" height="{_f(h - 2 * inset)}" '
                               f'rx="{rx}" {fill}/>')
-        text_h = LABEL_SIZE + (DETAIL_SIZE + 2) * len(n.details)
+        lines = n.text_lines()
+        text_h = LABEL_SIZE + (DETAIL_SIZE + 2) * len(lines)
         y = cy - text_h / 2 + LABEL_SIZE - 2
         texts = [f'<text x="{_f(cx)}" y="{_f(y)}" font-size="{LABEL_SIZE}" font-weight="bold" '
                  f'text-anchor="middle">{escape(n.label)}</text>']
-        for detail in n.details:
+        for kind, text in lines:
             y += DETAIL_SIZE + 2
-            texts.append(f'<text x="{_f(cx)}" y="{_f(y)}" font-size="{DETAIL_SIZE}" '
-                         f'fill="#424242" text-anchor="middle">{escape(detail)}</text>')
-        return (f'<g class="node" id="node{i}"><title>{escape(n.name)}</title>'
+            if text.strip():  # a blank line keeps a slot for a value not known yet
+                tag = "" if kind == "detail" else f' class="{kind}"'
+                texts.append(f'<text x="{_f(cx)}" y="{_f(y)}" font-size="{DETAIL_SIZE}" '
+                             f'fill="{LINE_COLORS[kind]}" text-anchor="middle"{tag}>'
+                             f'{escape(text)}</text>')
+        number = self.numbers[n.id]
+        return (f'<g class="node" id="node{number}"><title>{escape(n.name)}</title>'
                 + "".join(shapes) + "".join(texts) + "</g>")
 
     def _footer_svg(self, entries: list, caption: Sequence[str], top: float) -> list[str]:
@@ -378,6 +475,26 @@ class _Layout:
                        f'font-size="{EDGE_SIZE}" fill="#616161">{escape(line)}</text>')
         out.append("</g>")
         return out
+
+
+def _topological(nodes: list[DrawNode], edges: list[DrawEdge]) -> list[DrawNode]:
+    """``nodes`` reordered so that every edge points forward, keeping their order where it
+    can (Kahn's algorithm, earliest first); on a cycle the order is left as it is."""
+    index = {n.id: i for i, n in enumerate(nodes)}
+    preds: dict[int, set[int]] = {i: set() for i in range(len(nodes))}
+    for e in edges:
+        a, b = index[e.src], index[e.dst]
+        if a != b:
+            preds[b].add(a)
+    done: list[int] = []
+    placed: set[int] = set()
+    while len(done) < len(nodes):
+        ready = [i for i in range(len(nodes)) if i not in placed and preds[i] <= placed]
+        if not ready:
+            return nodes
+        done.append(ready[0])
+        placed.add(ready[0])
+    return [nodes[i] for i in done]
 
 
 def _f(v: float) -> str:

@@ -49,6 +49,11 @@ STYLES: dict[str, Style] = {
 }
 HIGHLIGHT = Style("box", "#ffcdd2", "#c62828", "highlighted")
 EDGE_COLOR = "#546e7a"
+# The value and gradient lines of ``draw(values=True, grads=True)``: dark text for what a node
+# computed, purple for the gradient flowing back into it (red is taken by highlighting).
+VALUE_COLOR = "#212121"
+GRAD_COLOR = "#6a1b9a"
+CLUSTER_FILL, CLUSTER_STROKE = "#fafafa", "#78909c"
 
 
 @dataclass
@@ -56,7 +61,9 @@ class DrawNode:
     """One box in the drawing.
 
     ``id`` is unique in its graph; ``name`` is the framework's own name (what ``highlight=``
-    matches); ``label`` is the op, shown in bold; ``details`` are smaller lines under it.
+    matches); ``label`` is the op, shown in bold; ``details`` are smaller lines under it;
+    ``value`` and ``grad`` (already formatted, see `format_value`) are the last two lines, drawn
+    in their own colours, when ``draw(values=True, grads=True)`` asks for them.
     """
 
     id: str
@@ -67,6 +74,31 @@ class DrawNode:
     scope: tuple[str, ...] = ()
     highlight: bool = False
     members: int = 1  # how many original nodes this box stands for (> 1 for a group)
+    value: str = ""
+    grad: str = ""
+
+    def text_lines(self) -> list[tuple[str, str]]:
+        """(kind, text) of every line under the label: details, then the value and the grad."""
+        lines = [("detail", d) for d in self.details]
+        if self.value:
+            lines.append(("value", self.value))
+        if self.grad:
+            lines.append(("grad", self.grad))
+        return lines
+
+
+@dataclass
+class DrawCluster:
+    """A box drawn around some nodes: the body of a ``cond`` branch or a loop.
+
+    ``members`` are the ids of the nodes directly inside; a cluster nested in another names it
+    as ``parent`` (its nodes are then inside both boxes).
+    """
+
+    id: str
+    label: str
+    members: list[str] = field(default_factory=list)
+    parent: str | None = None
 
 
 @dataclass(frozen=True)
@@ -85,6 +117,7 @@ class DrawGraph:
 
     nodes: list[DrawNode] = field(default_factory=list)
     edges: list[DrawEdge] = field(default_factory=list)
+    clusters: list[DrawCluster] = field(default_factory=list)
     title: str = ""
     notes: list[str] = field(default_factory=list)
     scope_sep: str = "/"  # how this framework writes scopes: "a/b" (TF) or "a.b" (torch)
@@ -108,6 +141,14 @@ class DrawGraph:
 
     def add_edge(self, src: str, dst: str, label: str = "", *, control: bool = False) -> None:
         self.edges.append(DrawEdge(src, dst, label, control))
+
+    def add_cluster(self, id: str, label: str, members: Iterable[str] = (),
+                    parent: str | None = None) -> DrawCluster:
+        """Draw a box labelled ``label`` around the nodes ``members`` (ids; more may be added to
+        the returned cluster's ``members`` later), inside cluster ``parent`` if given."""
+        cluster = DrawCluster(id, label, list(members), parent)
+        self.clusters.append(cluster)
+        return cluster
 
     def node(self, id: str) -> DrawNode:
         for n in self.nodes:
@@ -253,10 +294,26 @@ def _merge(graph: DrawGraph, keys: list, how: str, max_nodes: int) -> DrawGraph:
             label = old.label if old.label == e.label else ""
             seen[(a, b)] = DrawEdge(a, b, label, old.control and e.control)
     out.edges = list(seen.values())
+    out.clusters = _surviving_clusters(graph.clusters, box_of)
     out.notes.append(
         f"collapsed {len(graph.nodes)} nodes into {len(out.nodes)} boxes {how} "
         f"(max_nodes={max_nodes})"
     )
+    return out
+
+
+def _surviving_clusters(clusters: list[DrawCluster], box_of: dict[str, str]) -> list[DrawCluster]:
+    """The clusters whose nodes all stayed themselves (a cluster cut up by grouping is dropped;
+    a cluster inside a dropped one moves up to the nearest surviving ancestor)."""
+    kept = {c.id for c in clusters if all(box_of[m] == m for m in c.members)}
+    parent = {c.id: c.parent for c in clusters}
+    out = []
+    for c in clusters:
+        if c.id in kept:
+            up = c.parent
+            while up is not None and up not in kept:
+                up = parent.get(up)
+            out.append(DrawCluster(c.id, c.label, list(c.members), up))
     return out
 
 
