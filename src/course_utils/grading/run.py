@@ -1,174 +1,404 @@
-"""Run a notebook through nbval in a subprocess and say what happened to each code cell.
+"""Run a notebook's code cells in one kernel and say, from the kernel's replies, what happened.
 
-The notebook runs as pytest items (``pytest --nbval-lax --nbval-current-env
---nbval-cell-timeout=T``) on a temporary copy, in its own kernel, with its working directory in
-that temporary folder; ``pytest_plugin.py`` writes down each cell's outcome.
+``NotebookRun`` drives one kernel (``kernel.py``) through a notebook, cell by cell:
 
-What nbval (0.11) does when a cell runs past the timeout, and what the grader adds:
+- each cell gets ``timeout`` seconds; then the kernel is interrupted, and if the cell ignores the
+  interrupt for five more seconds the kernel is stopped;
+- a cell's outcome comes from the ``execute_reply`` to the request the grader sent: ``passed``,
+  ``failed`` (an ``AssertionError``), ``error`` (any other exception), ``timeout``, ``crashed``
+  (the kernel died: ``os._exit``, a segfault, the memory limit);
+- around every check cell it runs the tamper probe (``tamper.py``); a check with a changed
+  kernel around it is ``tampered``;
+- the message is the whole error (``ename: evalue``, every line), with the cell files of
+  tracebacks named as the notebook's cells (``code cell 4, line 2``), plus the learner's line
+  where it went wrong and a one-line summary that, for TensorFlow's "in user code:" errors, is
+  the root cause rather than the header.
 
-1. nbval interrupts the kernel (SIGINT). Usually the cell stops with KeyboardInterrupt, nbval
-   fails it ("Timeout of T seconds exceeded") and the later cells still run in the same kernel
-   (pytest lists them as xfailed/xpassed; the plugin records what really happened).
-2. If the cell survives the interrupt for 5 more seconds (it catches KeyboardInterrupt, or is
-   stuck in C code), nbval shuts the kernel down and every later cell fails with "Kernel dead on
-   test start". A kernel that dies by itself (``os._exit``, a segfault) ends the same way.
-   Then the grader runs the notebook again in a fresh kernel, with that cell, and every cell that
-   timed out or crashed so far, replaced by a comment, and keeps the new results for the cells
-   after it. Later exercises are so still graded, in a kernel that lacks only what the bad cells
-   would have done. Each restart is reported in a note.
+After a cell loses the kernel, ``run_notebook`` starts a fresh one, runs the earlier cells again
+(without the cells that lost a kernel), and goes on after the lost cell, so later exercises are
+still graded. ``NotebookRun`` is also what the shortcut audit (``audit.py``) uses, with its
+namespace snapshots (``snapshot``/``restore``).
 """
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import signal
-import subprocess
-import sys
-import tempfile
-from dataclasses import dataclass
+import secrets
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-import nbformat
-import nbformat.v4 as v4
 from nbformat import NotebookNode
 
-from course_utils.grading.format import tags
+from course_utils.grading import tamper
+from course_utils.grading.format import is_check, tags
+from course_utils.grading.kernel import Kernel, KernelError, Limits, Reply
 
-Outcome = Literal["passed", "failed", "error", "timeout", "crashed", "skipped", "not run"]
+Outcome = Literal["passed", "failed", "error", "timeout", "crashed", "skipped", "not run",
+                  "tampered"]
 
-PLUGIN = "course_utils.grading.pytest_plugin"
-#: nbval waits this long for a timed-out cell to answer the interrupt (IPyNbCell.output_timeout).
-INTERRUPT_GRACE_S = 5.0
-KERNEL_STARTUP_S = 120.0  # generous: kernels start slowly on a busy machine
-SKIPPED_SOURCE = "# course-grade: not run again; in an earlier run this cell {}"
-_WHAT = {"timeout": "timed out", "crashed": "crashed the kernel"}
+SKIP_MARK = "NBVAL_SKIP"
+RAISES_MARK = "NBVAL_RAISES_EXCEPTION"
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_CELL_FRAME = re.compile(r"^Cell In\[(\d+)\], line (\d+)")
+_CELL_FILE = re.compile(r'File "(?:[^"\n]*/)?ipykernel_\d+/(\d+)\.py", line (\d+)')
+#: Lines that head a framework's error message and say nothing themselves: the root cause is
+#: further down (TensorFlow's tf.function errors, TorchScript's interpreter errors).
+_HEADERS = re.compile(r"^(in user code:|The following operation failed in the TorchScript "
+                      r"interpreter\.|Traceback of TorchScript.*:|Graph execution error:)$")
+_ERROR_LINE = re.compile(r"^\s*([A-Za-z_][\w.]*(Error|Exception|Interrupt|Unsupported)\b.*)$")
 
 
-@dataclass(frozen=True)
+@dataclass
 class CellResult:
     """What happened to one code cell."""
 
-    index: int  # position among the notebook's code cells (nbval's "Cell N")
-    outcome: Outcome  # "failed" is an AssertionError; "error" any other exception
-    message: str = ""  # the first line of the failure, e.g. "AssertionError: expected 4, got 5"
-    kernel_lost: bool = False  # the kernel was gone after this cell (crashed, or had to be stopped)
+    index: int  # position among the notebook's code cells (0-based; messages say index + 1)
+    outcome: Outcome
+    message: str = ""  # the whole failure, possibly several lines
+    kernel_lost: bool = False  # the kernel was gone after this cell
+    summary: str = ""  # one line for tables (defaults to the message's first line)
+    where: str = ""  # the learner's line where it went wrong, e.g. "code cell 3, line 2: ..."
+    notes: list[str] = field(default_factory=list)  # e.g. "output over 1 MB was cut"
+    tampered: list[str] = field(default_factory=list)  # what changed around a check
+
+    def __post_init__(self) -> None:
+        if not self.summary and self.message:
+            self.summary = self.message.strip().splitlines()[0] if self.message.strip() else ""
 
 
-def run_notebook(nb: NotebookNode, timeout: float, name: str = "notebook.ipynb"
+class NotebookRun:
+    """One kernel running cells of one notebook; restartable. Use as a context manager."""
+
+    def __init__(self, timeout: float, *, sandbox: bool = False, limits: Limits | None = None,
+                 hidden: list[Path] | None = None, probe: bool = True,
+                 startup_timeout: float = 120.0) -> None:
+        self.timeout = timeout
+        self.sandbox = sandbox
+        self.limits = limits or Limits()
+        self.hidden = hidden or []
+        self.probe = probe
+        self.startup_timeout = startup_timeout
+        self.kernel: Kernel | None = None
+        self.sent: list[str] = []  # what this kernel stored in its history, in order
+        self.cells: dict[int, str] = {}  # cell index -> the source it last ran
+        self._count: dict[int, int] = {}  # execution count -> cell index
+        self._baseline: dict | None = None
+        self._nonce = secrets.token_hex(8)
+        self._expected: tuple[int, dict[str, str]] | None = None
+        self.restarts = 0
+
+    def __enter__(self) -> NotebookRun:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the kernel -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start a kernel (KernelError if it cannot) and take the tamper baseline."""
+        self.kernel = Kernel(sandbox=self.sandbox, limits=self.limits, hidden=self.hidden,
+                             startup_timeout=self.startup_timeout)
+        self.kernel.start()
+        self.sent, self._count, self._baseline, self._expected = [], {}, None, None
+        if self.probe:
+            self._baseline, problem = self._fingerprint(deep=True)
+            if self._baseline is None:
+                raise KernelError(f"the grader's probe did not run in a fresh kernel: {problem}")
+
+    def restart(self, replay: list[tuple[int, str]]) -> None:
+        """A fresh kernel that has run ``replay`` ((index, source) pairs; results ignored)."""
+        self.close()
+        self.restarts += 1
+        self.start()
+        for index, source in replay:
+            reply = self._execute(index, source)
+            if reply.kernel_lost:  # it happened again: give up on replaying
+                self.close()
+                self.start()
+                return
+
+    def alive(self) -> bool:
+        return self.kernel is not None and self.kernel.alive()
+
+    def close(self) -> None:
+        if self.kernel is not None:
+            self.kernel.close()
+            self.kernel = None
+
+    # -- cells ------------------------------------------------------------------------------
+
+    def _execute(self, index: int, source: str, timeout: float | None = None) -> Reply:
+        assert self.kernel is not None
+        reply = self.kernel.execute(source, self.timeout if timeout is None else timeout)
+        if not reply.kernel_lost or reply.execution_count is not None:
+            self.sent.append(source)
+        self.cells[index] = source
+        if reply.execution_count is not None:
+            self._count[reply.execution_count] = index
+        return reply
+
+    def run_cell(self, index: int, cell: NotebookNode | str, *, check: bool | None = None
+                 ) -> CellResult:
+        """Run one code cell (a notebook cell, or just its source) and judge it."""
+        source = cell if isinstance(cell, str) else str(cell.get("source", ""))
+        cell_tags = [] if isinstance(cell, str) else tags(cell)
+        check = (not isinstance(cell, str) and is_check(cell)) if check is None else check
+        if SKIP_MARK in source or "nbval-skip" in cell_tags:
+            return CellResult(index, "skipped", "skipped (NBVAL_SKIP)")
+        if self.kernel is None or not self.kernel.alive():
+            return CellResult(index, "not run", "not run: the kernel died in an earlier cell",
+                              kernel_lost=True)
+        before = self._tampering() if check and self.probe else []
+        reply = self._execute(index, source)
+        after = self._tampering() if check and self.probe and not reply.kernel_lost else []
+        result = self._judge(index, source, reply,
+                             raises="raises-exception" in cell_tags or RAISES_MARK in source)
+        changed = list(dict.fromkeys(before + after))
+        if changed and result.outcome in ("passed", "failed", "error"):
+            result.outcome, result.tampered = "tampered", changed
+            result.message = "the kernel was tampered with: " + "; ".join(changed)
+            result.summary, result.where = result.message, ""
+        return result
+
+    def _judge(self, index: int, source: str, reply: Reply, raises: bool) -> CellResult:
+        notes = []
+        if reply.dropped_bytes:
+            notes.append(f"code cell {index + 1} printed more than "
+                         f"{_size(self.limits.output_bytes)}; {_size(reply.dropped_bytes)} "
+                         "of output were dropped")
+        if reply.kernel_lost:
+            what = reply.why_lost or "the kernel died"
+            outcome: Outcome = "timeout" if reply.status == "timeout" else "crashed"
+            if outcome == "timeout":
+                message = f"timed out after {self.timeout:g} s and ignored the interrupt; " \
+                    "its kernel was stopped"
+            else:
+                message = what
+            return CellResult(index, outcome, message, kernel_lost=True, notes=notes)
+        if reply.status == "timeout":
+            return CellResult(index, "timeout", f"timed out after {self.timeout:g} s "
+                              "(interrupted)", notes=notes)
+        if reply.status == "ok" or raises:
+            return CellResult(index, "passed", notes=notes)
+        full, summary, where = self.explain(reply)
+        outcome = "failed" if reply.ename == "AssertionError" else "error"
+        return CellResult(index, outcome, full, summary=summary, where=where, notes=notes)
+
+    # -- messages ---------------------------------------------------------------------------
+
+    def explain(self, reply: Reply) -> tuple[str, str, str]:
+        """(the whole message, a one-line summary, the learner's line) for an error reply."""
+        evalue = self._name_cell_files(reply.evalue.rstrip())
+        full = f"{reply.ename}: {evalue}" if evalue.strip() else reply.ename
+        lines = [line for line in evalue.splitlines() if line.strip()]
+        first = lines[0].strip() if lines else ""
+        if _HEADERS.match(first):
+            causes = [m.group(1).strip() for line in lines[1:] if (m := _ERROR_LINE.match(line))]
+            root = causes[-1] if causes else lines[-1].strip()
+            summary = f"{reply.ename}: {root}"
+        else:
+            summary = f"{reply.ename}: {first}" if first else reply.ename
+        return full, summary, self._where(reply)
+
+    def _name_cell_files(self, text: str) -> str:
+        """``File "/tmp/ipykernel_7/123.py", line 4`` -> ``code cell 3, line 4``."""
+        if "ipykernel_" not in text:
+            return text
+        names = _cell_file_names(self.cells)
+
+        def name(match: re.Match) -> str:
+            index = names.get(match.group(1))
+            return f"code cell {index + 1}, line {match.group(2)}" if index is not None \
+                else match.group(0)
+
+        return _CELL_FILE.sub(name, text)
+
+    def _where(self, reply: Reply) -> str:
+        """The deepest traceback frame in a notebook cell: ``code cell 3, line 2: `...```."""
+        frames = []
+        for entry in reply.traceback:
+            first = _ANSI.sub("", entry).lstrip().splitlines()[0] if entry.strip() else ""
+            m = _CELL_FRAME.match(first)
+            if m and int(m.group(1)) in self._count:
+                frames.append((self._count[int(m.group(1))], int(m.group(2))))
+        for m in _CELL_FILE.finditer(reply.evalue):  # frames inside a tf.function
+            index = _cell_file_names(self.cells).get(m.group(1))
+            if index is not None:
+                frames.append((index, int(m.group(2))))
+        if not frames:
+            return ""
+        index, line = frames[-1]
+        source = self.cells.get(index, "").splitlines()
+        text = source[line - 1].strip() if 0 < line <= len(source) else ""
+        return f"code cell {index + 1}, line {line}" + (f": `{text}`" if text else "")
+
+    # -- tampering --------------------------------------------------------------------------
+
+    def _fingerprint(self, deep: bool = False) -> tuple[dict | None, str]:
+        assert self.kernel is not None
+        reply = self.kernel.execute(tamper.probe_source(self._nonce, deep), 30.0, silent=True,
+                                    store_history=False)
+        return tamper.parse(self._nonce, reply.status, reply.ename, reply.evalue)
+
+    def _tampering(self) -> list[str]:
+        """What changed since the baseline (empty: nothing); probes the kernel once."""
+        if self.kernel is None or not self.kernel.alive() or self._baseline is None:
+            return []
+        now, problem = self._fingerprint()
+        if now is None:
+            return [problem] if self.kernel.alive() else []
+        changes = tamper.compare(self._baseline, now)
+        if self._expected is None or self._expected[0] != len(self.sent):
+            self._expected = (len(self.sent), tamper.expected_history(self.sent))
+        history = tamper.check_history(now, self._expected[1])
+        return changes + ([history] if history else [])
+
+    # -- snapshots (the audit) --------------------------------------------------------------
+
+    def snapshot(self) -> bool:
+        """Remember the user namespace (and history, RNG states) to ``restore`` later."""
+        reply = self.kernel.execute(_SNAPSHOT, 60.0, silent=True, store_history=False)
+        self._saved = (list(self.sent), dict(self._count))
+        return reply.status == "ok"
+
+    def restore(self) -> bool:
+        """Put the namespace saved by ``snapshot`` back (see ``_SNAPSHOT`` for the limits)."""
+        reply = self.kernel.execute(_RESTORE, 60.0, silent=True, store_history=False)
+        self.sent, self._count = list(self._saved[0]), dict(self._saved[1])
+        self._expected = None
+        return reply.status == "ok"
+
+
+#: Save the user namespace in the kernel. Restored: every name (values of plain containers and
+#: arrays are deep-copied, so appending to a list does not leak into the next variant), the
+#: input history and execution count, and the random states of numpy, random and torch. Not
+#: restored: objects changed in place that are not plain containers (a framework's graph or
+#: model, a module's attributes), files written, and other process state.
+_SNAPSHOT = r'''
+def __course_grade_snapshot():
+    import copy, random, sys
+    ip = sys.modules["IPython"].get_ipython()
+    plain = (list, dict, set, bytearray)
+    np = sys.modules.get("numpy")
+    if np is not None:
+        plain = plain + (np.ndarray,)
+
+    def keep(value):
+        if isinstance(value, plain):
+            try:
+                return copy.deepcopy(value)
+            except Exception:
+                return value
+        return value
+
+    hm = ip.history_manager
+    state = {
+        "ns": {k: keep(v) for k, v in ip.user_ns.items() if k != "__course_grade_snapshot"},
+        "plain": plain, "count": ip.execution_count,
+        "raw": len(hm.input_hist_raw), "parsed": len(hm.input_hist_parsed),
+        "out": dict(hm.output_hist), "random": random.getstate(),
+        "numpy": np.random.get_state() if np is not None else None,
+        "torch": sys.modules["torch"].get_rng_state() if "torch" in sys.modules else None,
+    }
+    sys.modules["__course_grade_state__"] = state
+__course_grade_snapshot()
+del __course_grade_snapshot
+'''
+
+_RESTORE = r'''
+def __course_grade_restore():
+    import copy, random, sys
+    ip = sys.modules["IPython"].get_ipython()
+    state = sys.modules["__course_grade_state__"]
+    hm = ip.history_manager
+
+    def fresh(value):
+        if isinstance(value, state["plain"]):
+            try:
+                return copy.deepcopy(value)
+            except Exception:
+                return value
+        return value
+
+    ns = {k: fresh(v) for k, v in state["ns"].items()}
+    ns["In"] = ns["_ih"] = hm.input_hist_parsed
+    ns["Out"] = ns["_oh"] = hm.output_hist
+    ip.user_ns.clear()
+    ip.user_ns.update(ns)
+    del hm.input_hist_raw[state["raw"]:]
+    del hm.input_hist_parsed[state["parsed"]:]
+    hm.output_hist.clear()
+    hm.output_hist.update(state["out"])
+    ip.execution_count = state["count"]
+    random.setstate(state["random"])
+    if state["numpy"] is not None:
+        sys.modules["numpy"].random.set_state(state["numpy"])
+    if state["torch"] is not None and "torch" in sys.modules:
+        sys.modules["torch"].set_rng_state(state["torch"])
+__course_grade_restore()
+del __course_grade_restore
+'''
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:.1f} MB" if n >= 2**20 else f"{n / 1024:.0f} kB"
+
+
+def _cell_file_names(cells: dict[int, str]) -> dict[str, int]:
+    """ipykernel's file name for each cell source (``/tmp/ipykernel_<pid>/<hash>.py``)."""
+    from ipykernel.compiler import get_tmp_hash_seed, murmur2_x86
+
+    return {str(murmur2_x86(source, get_tmp_hash_seed())): index
+            for index, source in cells.items()}
+
+
+def code_cells(nb: NotebookNode) -> list[NotebookNode]:
+    return [cell for cell in nb.cells if cell.get("cell_type") == "code"]
+
+
+def run_notebook(nb: NotebookNode, timeout: float, name: str = "notebook.ipynb", *,
+                 sandbox: bool = False, limits: Limits | None = None,
+                 hidden: list[Path] | None = None, probe: bool = True
                  ) -> tuple[list[CellResult], list[str]]:
-    """Run the code cells of ``nb`` with a per-cell timeout; one result per code cell, and notes.
+    """Run the code cells of ``nb``; one result per code cell, and notes about the run.
 
-    ``name`` is the file name the notebook runs under. Nothing is written outside a temporary
-    folder. Cells after a cell that lost the kernel are run again without it (module docstring).
+    After a cell that lost the kernel, a fresh kernel runs the earlier cells again (not the
+    ones that lost a kernel) and the run goes on after it. ``name`` is only used in notes.
     """
-    code = [cell for cell in nb.cells if cell.get("cell_type") == "code"]
-    final: dict[int, CellResult] = {}
+    code = code_cells(nb)
+    results: list[CellResult] = []
     notes: list[str] = []
-    start = 0
-    while start < len(code):
-        bad = {i: r.outcome for i, r in final.items() if r.outcome in ("timeout", "crashed")}
-        results = _run_once(_runnable(code, bad), timeout, name)
-        if all(r.outcome == "not run" for r in results):  # no kernel (a busy machine?): retry once
-            results = _run_once(_runnable(code, bad), timeout, name)
-        lost = next((r.index for r in results[start:] if r.kernel_lost), len(code) - 1)
-        final.update({i: results[i] for i in range(start, lost + 1)})
-        if lost + 1 < len(code):
-            what = "crashed the kernel" if results[lost].outcome == "crashed" else \
-                "ignored the interrupt after its timeout, so its kernel was stopped"
-            notes.append(f"code cell {lost + 1} {what}; the cells after it ran again in a fresh "
-                         "kernel, without it")
-        start = lost + 1
-    return [final[i] for i in range(len(code))], notes
-
-
-def _runnable(code: list[NotebookNode], bad: dict[int, str]) -> NotebookNode:
-    """A clean notebook of the code cells (no outputs), with the ``bad`` ones made harmless."""
-    cells = []
-    for i, cell in enumerate(code):
-        source = SKIPPED_SOURCE.format(_WHAT[bad[i]]) if i in bad else str(cell.get("source", ""))
-        # Only the tags: nbval reads its options (e.g. raises-exception) from them.
-        metadata = {"tags": tags(cell)} if tags(cell) else {}
-        cells.append(v4.new_code_cell(source, metadata=metadata, id=f"cell-{i}"))
-    return v4.new_notebook(cells=cells)
-
-
-def _run_once(nb: NotebookNode, timeout: float, name: str) -> list[CellResult]:
-    """One nbval run in a fresh kernel; a result for every code cell."""
-    n = len(nb.cells)
-    with tempfile.TemporaryDirectory(prefix="course-grade-") as tmp:
-        folder = Path(tmp)
-        notebook = folder / (re.sub(r"[^\w-]", "_", Path(name).stem) + ".ipynb")
-        nbformat.write(nb, notebook)
-        (folder / "pytest.ini").write_text("[pytest]\n")  # keep the course's pytest config out
-        log = folder / "cells.jsonl"
-        command = [
-            sys.executable, "-m", "pytest", notebook.name, "-p", "nbval.plugin", "-p", PLUGIN,
-            "--nbval-lax", "--nbval-current-env", f"--nbval-cell-timeout={timeout:g}",
-            f"--nbval-kernel-startup-timeout={KERNEL_STARTUP_S:g}",
-            f"--grading-log={log}", "-c", "pytest.ini", "--rootdir", ".", "--noconftest",
-            "-p", "no:cacheprovider", "-q",
-        ]
-        # Only the plugins named above: no xdist, no PYTEST_ADDOPTS from the caller's session.
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
-        env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-        budget = KERNEL_STARTUP_S + 60 + n * (timeout + INTERRUPT_GRACE_S + 5)
-        process = subprocess.Popen(command, cwd=folder, env=env, stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    bad: set[int] = set()
+    run = NotebookRun(timeout, sandbox=sandbox, limits=limits, hidden=hidden, probe=probe)
+    try:
         try:
-            output, _ = process.communicate(timeout=budget)
-            missing = f"not run: nbval stopped early (pytest exit code {process.returncode}): " \
-                f"{_last_line(output)}"
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)  # the kernel notices its parent is gone
-            process.communicate()
-            missing = f"not run: the whole run took over {budget:g} s and was stopped"
-        records = _read_log(log)
-    results = {r["cell"]: _classify(r, timeout) for r in records if isinstance(r.get("cell"), int)}
-    return [results.get(i, CellResult(i, "not run", missing)) for i in range(n)]
-
-
-def _classify(record: dict[str, Any], timeout: float) -> CellResult:
-    """Turn one line of the plugin's log into a CellResult."""
-    i, exception, message = record["cell"], record.get("exception"), record.get("message", "")
-    ename, evalue = record.get("ename", ""), str(record.get("evalue", ""))
-    if exception is None:
-        return CellResult(i, "passed")
-    if exception == "Skipped":
-        return CellResult(i, "skipped", "skipped (NBVAL_SKIP)")
-    if record.get("phase") == "setup":
-        return CellResult(i, "not run", f"not run: the kernel did not start: {message}")
-    if record.get("kernel_exit") is not None:
-        return CellResult(i, "crashed", f"the kernel died with exit code {record['kernel_exit']}",
-                          kernel_lost=True)
-    if message.startswith("Kernel dead"):
-        return CellResult(i, "not run", "not run: the kernel died in an earlier cell")
-    if message.startswith("Timeout"):
-        if record.get("kernel_alive", True):
-            return CellResult(i, "timeout", f"timed out after {timeout:g} s (interrupted)")
-        return CellResult(i, "timeout", f"timed out after {timeout:g} s and ignored the "
-                          "interrupt; its kernel was stopped", kernel_lost=True)
-    if ename:
-        first = evalue.strip().splitlines()[0] if evalue.strip() else ""
-        return CellResult(i, "failed" if ename == "AssertionError" else "error",
-                          f"{ename}: {first}" if first else ename)
-    return CellResult(i, "error", f"{exception}: {message}")
-
-
-def _read_log(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    records = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:  # a line cut short by a kill
-            continue
-    return records
-
-
-def _last_line(output: str) -> str:
-    lines = [line for line in output.splitlines() if line.strip()]
-    return lines[-1].strip() if lines else "no output"
+            run.start()
+        except KernelError as e:
+            first = KernelError(f"not run: the kernel did not start: {e}")
+            return [CellResult(i, "not run", str(first)) for i in range(len(code))], notes
+        for i, cell in enumerate(code):
+            if not run.alive():
+                replay = [(j, str(code[j].get("source", ""))) for j in range(i) if j not in bad
+                          and results[j].outcome != "skipped"]
+                try:
+                    run.restart(replay)
+                except KernelError as e:
+                    results += [CellResult(j, "not run", f"not run: no fresh kernel: {e}")
+                                for j in range(i, len(code))]
+                    break
+            result = run.run_cell(i, cell)
+            results.append(result)
+            notes += result.notes
+            if result.kernel_lost:
+                bad.add(i)
+                if i + 1 < len(code):
+                    what = "crashed the kernel" if result.outcome == "crashed" else \
+                        "ignored the interrupt after its timeout, so its kernel was stopped"
+                    notes.append(f"code cell {i + 1} {what}; the cells after it ran again in "
+                                 "a fresh kernel, without it")
+    finally:
+        run.close()
+    return results, notes

@@ -1,0 +1,401 @@
+"""The shortcut audit: every exercise's checks must tell a real answer from a shortcut.
+
+    python -m course_utils.grading.audit 01_computation_graphs 02_static_graphs
+    python -m course_utils.grading.audit --all          # every notebook in solutions/
+
+For each exercise ``NN.k`` the course keeps answers as fixtures::
+
+    tests/fixtures/shortcuts/<notebook stem>/<NN.k>/shortcut-<slug>.py   # must score < full
+    tests/fixtures/shortcuts/<notebook stem>/<NN.k>/unusual-<slug>.py    # must score full
+
+A fixture's content replaces the exercise's solution cell (several solution cells: their
+sources separated by a line that is exactly ``# %%``). Its first comment lines say what it is,
+and may set what it must score instead of the default::
+
+    # shortcut: recomputes shared nodes instead of caching them (skips "each node once")
+    # expect: < 3                      (or <= 1, == 2, 0, full ...)
+
+Each notebook runs in ONE kernel: the solutions notebook top to bottom; at the first solution
+cell of each exercise the user namespace is saved, and each variant runs in turn (its cells in
+place of the solution cells, then the cells between them and the exercise's last check, then the
+checks, each check scoring its own points), the namespace put back after each. The variants are
+the exercise's stub (as in ``exercises/``: must score 0, every check failing cleanly), the
+fixtures, and, last, the solution itself (must score full marks), after which the notebook goes
+on. So the audit also proves that every solutions notebook runs and earns full marks.
+
+What "put back" covers is said at ``run._SNAPSHOT``: names, plain containers and arrays,
+history, random states; not objects changed in place (a framework graph, a module attribute).
+A fixture that changes such state can affect the variants after it; keep fixtures to the
+exercise's own functions and names.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import nbformat
+
+from course_utils.grading.build import find_course_root
+from course_utils.grading.format import (
+    exercise_id,
+    exercises,
+    is_check,
+    is_solution,
+    points,
+    strip_solutions,
+    validate,
+)
+from course_utils.grading.kernel import KernelError
+from course_utils.grading.run import CellResult, NotebookRun, code_cells
+
+Kind = Literal["solution", "stub", "shortcut", "unusual"]
+SEPARATOR = "# %%"
+_EXPECT = re.compile(r"^#\s*expect:\s*(<=|>=|==|<|>|=)?\s*(full|[0-9]+(?:\.[0-9]+)?)\s*(?:#.*)?$",
+                     re.IGNORECASE)
+_OPS = {"<": float.__lt__, "<=": float.__le__, "==": float.__eq__, ">": float.__gt__,
+        ">=": float.__ge__}
+
+
+@dataclass
+class Variant:
+    """One answer to an exercise: the solution, the stub, or a fixture."""
+
+    name: str  # "solution", "stub", or the fixture's file stem ("shortcut-no-cache")
+    kind: Kind
+    sources: list[str]  # one per solution cell of the exercise
+    description: str = ""
+    expect: tuple[str, str] | None = None  # ("<", "3"), ("==", "full"); None: the default
+    path: str = ""
+    problem: str = ""  # a fixture that cannot be used, and why
+
+
+@dataclass
+class CheckScore:
+    cell: int  # 1-based code cell number in the solutions notebook
+    points: float
+    possible: float
+    outcome: str
+    message: str = ""
+    where: str = ""
+
+
+@dataclass
+class VariantResult:
+    notebook: str
+    exercise: str
+    variant: Variant
+    points: float
+    possible: float
+    checks: list[CheckScore] = field(default_factory=list)
+    ok: bool = False
+    expected: str = ""  # the rule it was held to, e.g. "< 3"
+    why: str = ""  # when not ok: what is wrong
+    seconds: float = 0.0
+
+    @property
+    def failed_checks(self) -> list[CheckScore]:
+        return [c for c in self.checks if c.outcome != "passed"]
+
+
+def fixtures_root(root: Path | None = None) -> Path:
+    return (root or find_course_root()) / "tests" / "fixtures" / "shortcuts"
+
+
+def load_fixtures(folder: Path, n_cells: int) -> list[Variant]:
+    """The fixtures of one exercise (``folder`` = ``.../<stem>/<id>``), sorted by name."""
+    found = []
+    for path in sorted(folder.glob("*.py")) if folder.is_dir() else []:
+        kind = path.stem.split("-", 1)[0]
+        if kind not in ("shortcut", "unusual"):
+            found.append(Variant(path.stem, "shortcut", [], path=str(path), problem=(
+                "a fixture's name must start with shortcut- or unusual-")))
+            continue
+        text = path.read_text(encoding="utf-8")
+        description, expect = "", None
+        for line in text.splitlines():
+            if not line.startswith("#"):
+                break
+            m = _EXPECT.match(line.strip())
+            if m:
+                op = m.group(1) or "=="
+                expect = ("==" if op == "=" else op, m.group(2).lower())
+            elif line.lower().startswith(f"# {kind}:") and not description:
+                description = line.split(":", 1)[1].strip()
+        parts = _split(text)
+        variant = Variant(path.stem, kind, parts, description, expect, str(path))  # type: ignore[arg-type]
+        if len(parts) != n_cells:
+            variant.problem = (f"has {len(parts)} cell source(s) but the exercise has {n_cells} "
+                               f"solution cell(s); separate them with a line `{SEPARATOR}`")
+        found.append(variant)
+    return found
+
+
+def _split(text: str) -> list[str]:
+    parts, current = [], []
+    for line in text.splitlines():
+        if line.rstrip() == SEPARATOR:
+            parts.append("\n".join(current).strip("\n"))
+            current = []
+        else:
+            current.append(line)
+    parts.append("\n".join(current).strip("\n"))
+    return parts
+
+
+def _judge(result: VariantResult) -> None:
+    """Set ``ok``, ``expected`` and ``why`` from the variant's kind and its ``# expect:``."""
+    v, full = result.variant, result.possible
+    if v.problem:
+        result.ok, result.expected, result.why = False, "-", v.problem
+        return
+    rule = v.expect or {"solution": ("==", "full"), "stub": ("==", "0"),
+                        "shortcut": ("<", "full"), "unusual": ("==", "full")}[v.kind]
+    target = full if rule[1] == "full" else float(rule[1])
+    result.expected = f"{rule[0]} {_num(target)}"
+    result.ok = _OPS[rule[0]](float(result.points), float(target))
+    if not result.ok:
+        result.why = f"scored {_num(result.points)}/{_num(full)}, expected {result.expected}"
+    broken = [c for c in result.checks if c.outcome not in ("passed", "failed", "error")]
+    if v.kind in ("stub", "solution") and broken:
+        result.ok = False
+        result.why = (result.why + "; " if result.why else "") + "the grader could not judge " \
+            + ", ".join(f"check in code cell {c.cell} ({c.outcome})" for c in broken)
+    if v.kind == "stub" and any(c.outcome == "error" and not c.message for c in result.checks):
+        result.ok, result.why = False, "a check of the stub failed without a message"
+
+
+def _num(x: float) -> str:
+    return f"{x:g}"
+
+
+def audit_notebook(stem: str, *, root: Path | None = None, timeout: float = 120.0,
+                   sandbox: bool = False, fixtures: Path | None = None,
+                   progress: bool = False) -> list[VariantResult]:
+    """Run every variant of every exercise of ``solutions/<stem>.ipynb`` in one kernel."""
+    root = root or find_course_root()
+    path = root / "solutions" / f"{stem}.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    validate(nb, str(path))
+    code = code_cells(nb)
+    possible = exercises(nb)
+    solution_cells: dict[str, list[int]] = {}
+    check_cells: dict[str, list[int]] = {}
+    for i, cell in enumerate(code):
+        ex = exercise_id(cell)
+        if is_solution(cell):
+            solution_cells.setdefault(ex, []).append(i)
+        elif is_check(cell):
+            check_cells.setdefault(ex, []).append(i)
+    folder = (fixtures or fixtures_root(root)) / stem
+    variants: dict[str, list[Variant]] = {}
+    for ex, cells in solution_cells.items():
+        stub = Variant("stub", "stub", [strip_solutions(code[i].source, ex) for i in cells])
+        variants[ex] = [stub, *load_fixtures(folder / ex, len(cells))]
+    results: list[VariantResult] = []
+    for extra in sorted(folder.iterdir()) if folder.is_dir() else []:
+        if extra.is_dir() and extra.name not in solution_cells:
+            bad = Variant(extra.name, "shortcut", [], path=str(extra),
+                          problem=f"{stem} has no exercise {extra.name}")
+            results.append(VariantResult(stem, extra.name, bad, 0, 0))
+    starts = {cells[0]: ex for ex, cells in solution_cells.items()}
+    canonical: dict[int, CellResult] = {}
+
+    def say(text: str) -> None:
+        if progress:
+            print(text, file=sys.stderr, flush=True)
+
+    def replay(upto: int) -> list[tuple[int, str]]:
+        return [(j, str(code[j].source)) for j in range(upto) if not is_check(code[j])]
+
+    run = NotebookRun(timeout, sandbox=sandbox)
+    try:
+        run.start()
+        for i, cell in enumerate(code):
+            if i in starts:
+                ex = starts[i]
+                end = max(check_cells.get(ex, [i]))
+                run.snapshot()
+                for variant in variants[ex]:
+                    result = VariantResult(stem, ex, variant, 0, possible.get(ex, 0))
+                    if not variant.problem:
+                        t0 = time.monotonic()
+                        _run_variant(run, code, ex, i, end, solution_cells[ex], variant, result)
+                        result.seconds = time.monotonic() - t0
+                        if run.alive():
+                            run.restore()
+                        else:
+                            run.restart(replay(i))
+                            run.snapshot()
+                    _judge(result)
+                    say(f"{stem} {ex} {variant.name}: {_num(result.points)}/"
+                        f"{_num(result.possible)} {'ok' if result.ok else 'WRONG'}")
+                    results.append(result)
+            if not run.alive():
+                run.restart(replay(i))
+            canonical[i] = run.run_cell(i, cell)
+    except KernelError as e:
+        raise RuntimeError(f"{stem}: the kernel could not be started: {e}") from None
+    finally:
+        run.close()
+
+    # The solution itself, from the top-to-bottom run, first in each exercise's rows.
+    ordered = [r for r in results if r.exercise not in solution_cells]
+    for ex, cells in solution_cells.items():
+        solution = Variant("solution", "solution", [code[i].source for i in cells])
+        result = VariantResult(stem, ex, solution, 0, possible.get(ex, 0))
+        result.checks = [_score(i, code[i], canonical.get(i)) for i in check_cells.get(ex, [])]
+        result.points = sum(c.points for c in result.checks)
+        _judge(result)
+        last = max(check_cells.get(ex, [0]))
+        failing = [(j, r) for j, r in sorted(canonical.items()) if j < last and
+                   r.outcome not in ("passed", "skipped") and not is_check(code[j])]
+        if failing and not result.ok:
+            j, r = failing[0]
+            result.why += f"; code cell {j + 1} failed first: {r.summary}"
+        ordered += [result, *(r for r in results if r.exercise == ex)]
+    return ordered
+
+
+def _run_variant(run: NotebookRun, code: list, ex: str, start: int, end: int,
+                 solution_cells: list[int], variant: Variant, result: VariantResult) -> None:
+    replaced = dict(zip(solution_cells, variant.sources, strict=True))
+    outcomes: dict[int, CellResult] = {}
+    for j in range(start, end + 1):
+        cell = code[j]
+        if is_check(cell) and exercise_id(cell) != ex:
+            continue  # another exercise's check: not this variant's business
+        if not run.alive():
+            outcomes[j] = CellResult(j, "not run", "not run: an earlier cell lost the kernel")
+            continue
+        outcomes[j] = run.run_cell(j, replaced[j]) if j in replaced else run.run_cell(j, cell)
+    result.checks = [_score(j, code[j], outcomes.get(j)) for j in range(start, end + 1)
+                     if is_check(code[j]) and exercise_id(code[j]) == ex]
+    result.points = sum(c.points for c in result.checks)
+    lost = [r for r in outcomes.values() if r.kernel_lost]
+    if lost:
+        result.checks.append(CheckScore(lost[0].index + 1, 0, 0, lost[0].outcome,
+                                        lost[0].message))
+
+
+def _score(index: int, cell, result: CellResult | None) -> CheckScore:
+    worth = points(cell) or 0.0
+    if result is None:
+        return CheckScore(index + 1, 0, worth, "not run", "not run")
+    message = result.message + (f"\n(at {result.where})" if result.where else "")
+    return CheckScore(index + 1, worth if result.outcome == "passed" else 0, worth,
+                      result.outcome, message.strip(), result.where)
+
+
+# --- reports -----------------------------------------------------------------------------------
+
+
+def format_results(results: list[VariantResult], verbose: bool = False) -> str:
+    """A table (one row per variant), then the details of every wrong row (``verbose``: all)."""
+    if not results:
+        return "no exercises"
+    rows = [("notebook", "exercise", "variant", "points", "expected", "verdict",
+             "checks that failed")]
+    for r in results:
+        failed = ", ".join(f"cell {c.cell}" for c in r.failed_checks) or "-"
+        rows.append((r.notebook, r.exercise, r.variant.name,
+                     f"{_num(r.points)}/{_num(r.possible)}", r.expected,
+                     "ok" if r.ok else "WRONG", failed))
+    widths = [max(len(row[k]) for row in rows) for k in range(len(rows[0]))]
+    lines = ["  ".join(f"{v:<{w}}" for v, w in zip(row, widths, strict=True)).rstrip()
+             for row in rows]
+    detail = [r for r in results if verbose or not r.ok]
+    if detail:
+        lines += ["", "details:"]
+        for r in detail:
+            head = f"{r.notebook} {r.exercise} {r.variant.name}"
+            if r.variant.description:
+                head += f" ({r.variant.kind}: {r.variant.description})"
+            lines.append(f"- {head}: {r.why or 'ok'}" + (f" [{r.variant.path}]"
+                                                          if r.variant.path else ""))
+            for c in r.checks:
+                state = "passed" if c.outcome == "passed" else c.outcome
+                lines.append(f"    check in code cell {c.cell} "
+                             f"({_num(c.points)}/{_num(c.possible)}): {state}")
+                if c.outcome != "passed" and c.message:
+                    lines += [f"        {line}" for line in c.message.splitlines()]
+    wrong = sum(not r.ok for r in results)
+    lines += ["", f"{len(results)} variants, {wrong} wrong"]
+    return "\n".join(lines)
+
+
+def to_json(results: list[VariantResult]) -> str:
+    return json.dumps([{**asdict(r), "failed_checks": [c.cell for c in r.failed_checks]}
+                       for r in results], indent=2)
+
+
+def coverage(root: Path | None = None) -> list[str]:
+    """Exercises without two shortcut fixtures and one unusual answer (one line each)."""
+    root = root or find_course_root()
+    missing = []
+    for path in sorted((root / "solutions").glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        for ex in exercises(nb):
+            folder = fixtures_root(root) / path.stem / ex
+            names = [p.stem for p in folder.glob("*.py")] if folder.is_dir() else []
+            shortcuts = sum(n.startswith("shortcut-") for n in names)
+            unusual = sum(n.startswith("unusual-") for n in names)
+            if shortcuts < 2 or unusual < 1:
+                missing.append(f"{path.stem} {ex}: {shortcuts} shortcut(s), {unusual} unusual "
+                               f"answer(s) in {folder.relative_to(root)} (need 2 and 1)")
+    return missing
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m course_utils.grading.audit",
+        description="Grade each exercise's shortcut and unusual answers (tests/fixtures/"
+                    "shortcuts) in one kernel per notebook.")
+    parser.add_argument("stems", nargs="*", metavar="NOTEBOOK",
+                        help="notebook stems (01_computation_graphs) or paths to them")
+    parser.add_argument("--all", action="store_true", help="every notebook in solutions/")
+    parser.add_argument("--timeout", type=float, default=120.0, help="per-cell timeout (s)")
+    parser.add_argument("--sandbox", action="store_true", help="run the kernels under bwrap")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="details for every variant, not only the wrong ones")
+    parser.add_argument("--coverage", action="store_true",
+                        help="also list exercises that lack fixtures (exit 1 if any)")
+    args = parser.parse_args(argv)
+    root = find_course_root()
+    stems = [Path(s).stem for s in args.stems]
+    if args.all:
+        stems = [p.stem for p in sorted((root / "solutions").glob("*.ipynb"))]
+    if not stems:
+        parser.error("name at least one notebook, or --all")
+    results: list[VariantResult] = []
+    status = 0
+    for stem in stems:
+        if not (root / "solutions" / f"{stem}.ipynb").is_file():
+            print(f"error: no solutions/{stem}.ipynb", file=sys.stderr)
+            status = 2
+            continue
+        t0 = time.monotonic()
+        results += audit_notebook(stem, root=root, timeout=args.timeout, sandbox=args.sandbox,
+                                  progress=not args.json)
+        print(f"{stem}: {time.monotonic() - t0:.1f} s", file=sys.stderr)
+    print(to_json(results) if args.json else format_results(results, args.verbose))
+    if args.coverage:
+        missing = coverage(root)
+        if missing:
+            print("\nexercises without their fixtures:\n" + "\n".join(f"  {m}" for m in missing))
+            status = status or 1
+    if any(not r.ok for r in results):
+        status = status or 1
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

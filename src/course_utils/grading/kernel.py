@@ -1,0 +1,447 @@
+"""A small Jupyter kernel driver for grading: start, execute, interrupt, and kill everything.
+
+Why not nbval, as the grader used to: nbval (through pytest) reports a cell's outcome inside the
+pytest process, and getting it out meant a log file in a folder the kernel could write; the
+kernel could forge it. Here the grading process itself talks to the kernel over the Jupyter
+protocol (the same messages nbval and JupyterLab use, via ``jupyter_client.session``) and takes
+each cell's verdict from the ``execute_reply`` that answers the request it sent: the reply's
+``status``, ``ename``, ``evalue`` and ``traceback``, matched to a fresh random ``msg_id``. Nothing
+the verdict depends on is ever read from a file.
+
+Every kernel runs below a supervisor process (``supervise.py``) that owns the kernel's whole
+process tree: it applies the resource limits, watches memory, and kills every process the
+kernel started when grading is done. With ``sandbox=True`` the kernel also runs under bubblewrap
+(``sandbox.py``). The kernel never holds one of the grader's pipes: its stdout and stderr go to a
+log file, its stdin is ``/dev/null``. Its output reaches the grader only as Jupyter messages,
+capped per cell (``Limits.output_bytes``); the rest is dropped with a note.
+
+    with Kernel(sandbox=False) as k:
+        reply = k.execute("1 + 1", timeout=10)
+        reply.status, reply.data   # ('ok', '2')
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import zmq
+from jupyter_client.session import Session
+
+from course_utils.grading import sandbox as bwrap
+
+Status = Literal["ok", "error", "timeout", "dead"]
+
+#: A kernel gets this long to answer an interrupt before it is killed.
+INTERRUPT_GRACE_S = 5.0
+#: Largest single message taken from the kernel's output channel (larger ones are dropped).
+MAX_MESSAGE_BYTES = 8 * 2**20
+GiB = 2**30
+
+
+@dataclass
+class Limits:
+    """Resource limits for one kernel and everything it starts."""
+
+    memory_bytes: int | None = 6 * GiB  # resident memory of the whole process tree
+    cpu_seconds: int | None = None  # CPU time per process (RLIMIT_CPU); None: no limit
+    processes: int | None = 2048  # more tasks (processes + threads) than the user has now
+    file_bytes: int | None = GiB  # largest file the kernel may write (RLIMIT_FSIZE)
+    open_files: int | None = 4096
+    output_bytes: int = 2**20  # output kept per cell; the rest is dropped with a note
+
+
+@dataclass
+class Reply:
+    """What the kernel did with one execute request, as the grader observed it."""
+
+    status: Status  # ok; error (an exception); timeout (interrupted); dead (kernel gone)
+    ename: str = ""
+    evalue: str = ""
+    traceback: list[str] = field(default_factory=list)
+    execution_count: int | None = None
+    stdout: str = ""  # stream text (stdout and stderr), at most Limits.output_bytes
+    data: str = ""  # the text/plain of the cell's result, if any
+    user_expressions: dict[str, Any] = field(default_factory=dict)
+    dropped_bytes: int = 0  # output over the cap, not kept
+    seconds: float = 0.0
+    kernel_lost: bool = False  # the kernel is gone after this request
+    why_lost: str = ""  # e.g. "exited with code 1", "used more than 6 GiB of memory"
+
+
+class KernelError(RuntimeError):
+    """The kernel could not be started."""
+
+
+def _user_tasks() -> int:
+    """How many processes and threads this user runs now (RLIMIT_NPROC counts those)."""
+    uid, n = os.getuid(), 0
+    try:
+        for entry in os.scandir("/proc"):
+            if entry.name.isdigit():
+                try:
+                    if entry.stat().st_uid == uid:
+                        n += len(os.listdir(f"/proc/{entry.name}/task"))
+                except OSError:
+                    continue
+    except OSError:
+        return 0
+    return n
+
+
+def _font_cache() -> Path | None:
+    """matplotlib's font list cache, copied into each kernel so it is not rebuilt (seconds)."""
+    for folder in [os.environ.get("MPLCONFIGDIR"), os.path.expanduser("~/.cache/matplotlib"),
+                   os.path.expanduser("~/.config/matplotlib")]:
+        if folder and Path(folder).is_dir():
+            found = sorted(Path(folder).glob("fontlist-*.json"))
+            if found:
+                return found[-1]
+    return None
+
+
+class Kernel:
+    """One IPython kernel below its own supervisor, in a private temporary folder.
+
+    ``hidden``: paths the sandboxed kernel must not see (the solutions, other submissions).
+    ``env``: extra environment variables. Use as a context manager, or call ``close()``.
+    """
+
+    def __init__(self, *, sandbox: bool = False, limits: Limits | None = None,
+                 hidden: list[Path] | None = None, env: dict[str, str] | None = None,
+                 startup_timeout: float = 120.0) -> None:
+        self.sandbox = sandbox
+        self.limits = limits or Limits()
+        self.hidden = list(hidden or [])
+        self.extra_env = dict(env or {})
+        self.startup_timeout = startup_timeout
+        self.folder: Path | None = None
+        self.supervisor: subprocess.Popen | None = None
+        self.lost = ""  # why the kernel is gone ("" while it runs)
+        self.cleaned: int | None = None  # processes the supervisor killed at the end
+        self._lines: queue.Queue[str] = queue.Queue()
+        self._context: zmq.Context | None = None
+        self._sockets: dict[str, zmq.Socket] = {}
+        self._session: Session | None = None
+        self.started_s = 0.0
+
+    # -- start -----------------------------------------------------------------------------
+
+    def __enter__(self) -> Kernel:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> None:
+        """Start the kernel and wait until it answers; KernelError if it does not."""
+        t0 = time.monotonic()
+        # A short path: unix socket paths are limited to about 100 characters.
+        self.folder = Path(tempfile.mkdtemp(prefix="cg-", dir="/tmp" if os.path.isdir("/tmp")
+                                            else None))
+        ipc, work = self.folder / "ipc", self.folder / "work"
+        ipc.mkdir()
+        work.mkdir()
+        key = secrets.token_hex(32)
+        ports = {f"{name}_port": i for i, name in
+                 enumerate(("shell", "iopub", "stdin", "control", "hb"), start=1)}
+        connection = {**ports, "ip": str(ipc / "k"), "transport": "ipc", "key": key,
+                      "signature_scheme": "hmac-sha256", "kernel_name": "course-grade"}
+        connection_file = ipc / "kernel.json"
+        connection_file.write_text(json.dumps(connection))
+        env = self._environment(work)
+        command = [sys.executable, "-m", "ipykernel_launcher", "-f", str(connection_file),
+                   "--HistoryManager.enabled=False", "--IPKernelApp.quiet=True"]
+        if self.sandbox:
+            command = bwrap.wrap(command, writable=[ipc, work], hidden=self.hidden, cwd=work)
+        limits = {"cpu": self.limits.cpu_seconds, "fsize": self.limits.file_bytes,
+                  "nofile": self.limits.open_files, "core": 0}
+        if self.limits.processes:
+            limits["nproc"] = _user_tasks() + self.limits.processes
+        config = {"command": command, "cwd": str(work), "env": env, "limits": limits,
+                  "log": str(self.folder / "kernel.log"),
+                  "memory_bytes": self.limits.memory_bytes}
+        self.supervisor = subprocess.Popen(
+            [sys.executable, "-m", "course_utils.grading.supervise"], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1,
+            start_new_session=True, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+        self.supervisor.stdin.write(json.dumps(config) + "\n")
+        self.supervisor.stdin.flush()
+        threading.Thread(target=self._read_supervisor, daemon=True).start()
+        self._connect(connection)
+        try:
+            self._wait_until_ready()
+        except KernelError:
+            self.close()
+            raise
+        self.started_s = time.monotonic() - t0
+
+    def _environment(self, work: Path) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("PYTEST_", "JPY_", "JUPYTER_", "IPYKERNEL_", "COV_"))}
+        mpl = work / ".matplotlib"
+        mpl.mkdir()
+        cache = _font_cache()
+        if cache is not None:
+            shutil.copy(cache, mpl / cache.name)
+        env.update({
+            "MPLCONFIGDIR": str(mpl), "IPYTHONDIR": str(work / ".ipython"),
+            "PYTHONDONTWRITEBYTECODE": "1", "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+            "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
+        })
+        if self.sandbox:
+            env.update({"HOME": "/tmp/home", "TMPDIR": "/tmp"})
+        else:
+            tmp = work / ".tmp"
+            tmp.mkdir()
+            env["TMPDIR"] = str(tmp)
+        env.update(self.extra_env)
+        return env
+
+    def _read_supervisor(self) -> None:
+        assert self.supervisor is not None and self.supervisor.stdout is not None
+        for line in self.supervisor.stdout:
+            self._lines.put(line.strip())
+        self._lines.put("gone")
+
+    def _connect(self, info: dict[str, Any]) -> None:
+        self._context = zmq.Context()
+        self._session = Session(key=info["key"].encode(), signature_scheme="hmac-sha256",
+                                username="course-grade")
+        base = f"ipc://{info['ip']}"
+        for name, kind in (("shell", zmq.DEALER), ("control", zmq.DEALER), ("iopub", zmq.SUB)):
+            sock = self._context.socket(kind)
+            sock.linger = 0
+            if name == "iopub":
+                sock.setsockopt(zmq.SUBSCRIBE, b"")
+                sock.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
+            else:
+                sock.setsockopt(zmq.MAXMSGSIZE, 8 * MAX_MESSAGE_BYTES)
+            sock.connect(f"{base}-{info[name + '_port']}")
+            self._sockets[name] = sock
+
+    def _poll_supervisor(self) -> None:
+        """Read what the supervisor said; set ``self.lost`` when the kernel is gone."""
+        while True:
+            try:
+                line = self._lines.get_nowait()
+            except queue.Empty:
+                return
+            word, _, rest = line.partition(" ")
+            if word == "exited" and not self.lost:
+                code = int(rest) if rest.lstrip("-").isdigit() else None
+                self.lost = f"the kernel was killed by signal {-code}" if code and code < 0 \
+                    else f"the kernel died (exit code {code})"
+            elif word == "memory":
+                limit = (self.limits.memory_bytes or 0) / GiB
+                self.lost = f"the kernel used more than {limit:g} GiB of memory and was stopped"
+            elif word == "failed":
+                self.lost = f"the kernel could not be started: {rest}"
+            elif word == "cleaned":
+                self.cleaned = int(rest) if rest.isdigit() else None
+                self.lost = self.lost or "the kernel stopped"
+            elif word == "gone":
+                self.lost = self.lost or "the kernel's supervisor stopped"
+
+    def _wait_until_ready(self) -> None:
+        deadline = time.monotonic() + self.startup_timeout
+        msg_id, sent_at, seen_iopub, replied = None, 0.0, False, False
+        while time.monotonic() < deadline:
+            self._poll_supervisor()
+            if self.lost:
+                raise KernelError(f"{self.lost}{self._log_tail()}")
+            if not replied and time.monotonic() - sent_at > 2.0:
+                msg_id, sent_at = self._send("shell", "kernel_info_request", {}), \
+                    time.monotonic()
+            for name, msg in self._receive(0.1):
+                if name == "shell" and msg["parent_header"].get("msg_id") == msg_id:
+                    replied = True
+                if name == "iopub":
+                    seen_iopub = True
+            if replied and seen_iopub:
+                return
+            if replied and time.monotonic() - sent_at > 0.5:  # iopub not yet subscribed
+                msg_id, sent_at, replied = self._send("shell", "kernel_info_request", {}), \
+                    time.monotonic(), False
+        raise KernelError(f"the kernel did not start within {self.startup_timeout:g} s"
+                          f"{self._log_tail()}")
+
+    def _log_tail(self) -> str:
+        try:
+            text = (self.folder / "kernel.log").read_bytes()[-1500:].decode(errors="replace")
+        except (OSError, TypeError):
+            return ""
+        return f"; its log ends:\n{text.strip()}" if text.strip() else ""
+
+    # -- messages ---------------------------------------------------------------------------
+
+    def _send(self, channel: str, msg_type: str, content: dict[str, Any]) -> str:
+        msg = self._session.msg(msg_type, content)
+        self._session.send(self._sockets[channel], msg)
+        return msg["header"]["msg_id"]
+
+    def _receive(self, timeout: float) -> list[tuple[str, dict[str, Any]]]:
+        """Messages that arrive within ``timeout`` seconds (at least one wait); signed ones only."""
+        poller = zmq.Poller()
+        for sock in (self._sockets["shell"], self._sockets["iopub"], self._sockets["control"]):
+            poller.register(sock, zmq.POLLIN)
+        out = []
+        ready = dict(poller.poll(max(0, int(timeout * 1000))))
+        for name, sock in self._sockets.items():
+            if sock not in ready:
+                continue
+            while True:
+                try:
+                    _, msg = self._session.recv(sock, mode=zmq.NOBLOCK)
+                except zmq.Again:
+                    break
+                except Exception:  # a message that fails its signature or does not parse
+                    continue
+                if msg is None:
+                    break
+                out.append((name, msg))
+        return out
+
+    def interrupt(self) -> None:
+        """Ask the kernel to interrupt the running cell (SIGINT, sent by the kernel itself)."""
+        if not self.lost:
+            self._send("control", "interrupt_request", {})
+
+    def alive(self) -> bool:
+        self._poll_supervisor()
+        return not self.lost
+
+    def execute(self, code: str, timeout: float, *, silent: bool = False,
+                store_history: bool = True, user_expressions: dict[str, str] | None = None
+                ) -> Reply:
+        """Run ``code``; wait at most ``timeout`` s, then interrupt, then kill the kernel."""
+        t0 = time.monotonic()
+        self._poll_supervisor()
+        if self.lost:
+            return Reply("dead", kernel_lost=True, why_lost=self.lost)
+        msg_id = self._send("shell", "execute_request", {
+            "code": code, "silent": silent, "store_history": store_history,
+            "user_expressions": user_expressions or {}, "allow_stdin": False,
+            "stop_on_error": False})
+        reply = Reply("ok")
+        out: list[str] = []
+        kept = 0
+        deadline, interrupted_at, result, result_at = t0 + timeout, None, None, 0.0
+        idle = False
+        while result is None or not idle:
+            now = time.monotonic()
+            if result is not None and now > result_at + 2.0:
+                break  # the reply came; its trailing output is not worth waiting for
+            for name, msg in self._receive(0.05):
+                parent = msg.get("parent_header", {}).get("msg_id")
+                if parent != msg_id:
+                    continue
+                kind, content = msg["msg_type"], msg.get("content", {})
+                if name == "shell" and kind == "execute_reply":
+                    result, result_at = content, time.monotonic()
+                elif name == "iopub" and kind == "status":
+                    idle = content.get("execution_state") == "idle"
+                elif name == "iopub":
+                    text = _text_of(kind, content)
+                    if kind == "execute_result":
+                        reply.data = content.get("data", {}).get("text/plain", "")[:4096]
+                    if text:
+                        room = max(0, self.limits.output_bytes - kept)
+                        out.append(text[:room])
+                        kept += min(len(text), room)
+                        reply.dropped_bytes += max(0, len(text) - room)
+            if result is not None:
+                continue
+            self._poll_supervisor()
+            if self.lost:
+                return self._lost(reply, out, t0)
+            now = time.monotonic()
+            if interrupted_at is None and now > deadline:
+                self.interrupt()
+                interrupted_at = now
+            elif interrupted_at is not None and now > interrupted_at + INTERRUPT_GRACE_S:
+                self.kill(f"the cell ignored the interrupt after its {timeout:g} s time "
+                          "limit; its kernel was stopped")
+                reply = self._lost(reply, out, t0)
+                reply.status = "timeout"
+                return reply
+        reply.stdout = "".join(out)
+        reply.seconds = time.monotonic() - t0
+        reply.execution_count = result.get("execution_count")
+        reply.user_expressions = result.get("user_expressions", {}) or {}
+        if result.get("status") == "ok":
+            reply.status = "ok"
+        else:
+            reply.status = "error"
+            reply.ename = str(result.get("ename", "")) or "Error"
+            reply.evalue = str(result.get("evalue", ""))
+            reply.traceback = [str(t) for t in result.get("traceback", []) or []][:200]
+        if interrupted_at is not None:
+            reply.status = "timeout"
+        return reply
+
+    def _lost(self, reply: Reply, out: list[str], t0: float) -> Reply:
+        reply.status, reply.kernel_lost, reply.why_lost = "dead", True, self.lost
+        reply.stdout, reply.seconds = "".join(out), time.monotonic() - t0
+        return reply
+
+    # -- stop -------------------------------------------------------------------------------
+
+    def kill(self, why: str) -> None:
+        """Stop the kernel and every process it started, now."""
+        self.lost = self.lost or why
+        self._stop_supervisor()
+
+    def _stop_supervisor(self) -> None:
+        sup = self.supervisor
+        if sup is None:
+            return
+        try:
+            if sup.stdin and not sup.stdin.closed:
+                sup.stdin.close()  # EOF: the supervisor kills the tree, then exits
+        except OSError:
+            pass
+        try:
+            sup.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            sup.kill()
+            sup.wait()
+        self._poll_supervisor()
+
+    def close(self) -> None:
+        """Kill the kernel and its processes, close the sockets, delete the private folder."""
+        self.lost = self.lost or "the kernel was shut down"
+        self._stop_supervisor()
+        for sock in self._sockets.values():
+            sock.close(linger=0)
+        self._sockets.clear()
+        if self._context is not None:
+            self._context.term()
+            self._context = None
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = None
+
+
+def _text_of(kind: str, content: dict[str, Any]) -> str:
+    """The text a learner would see for one output message."""
+    if kind == "stream":
+        return str(content.get("text", ""))
+    if kind in ("execute_result", "display_data"):
+        data = content.get("data", {}) or {}
+        return str(data.get("text/plain", "")) + "\n"
+    if kind == "error":
+        return ""
+    return ""

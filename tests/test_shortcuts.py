@@ -1,0 +1,102 @@
+"""The shortcut audit of every exercise (tests/fixtures/shortcuts), one kernel per notebook.
+
+For each solutions notebook: the solution earns full marks, the stub of exercises/ earns zero
+with every check failing cleanly, every ``shortcut-*.py`` fixture scores below full marks (or its
+``# expect:``), every ``unusual-*.py`` fixture full marks. This replaces a separate nbval pass over
+solutions/ and a grading run per notebook: the audit runs each solutions notebook top to bottom.
+See ``course_utils/grading/audit.py`` and CONTRIBUTING.md ("Shortcut fixtures").
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from course_utils.grading import audit
+
+ROOT = Path(__file__).resolve().parents[1]
+STEMS = [p.stem for p in sorted((ROOT / "solutions").glob("*.ipynb"))]
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.parametrize("stem", STEMS)
+def test_every_variant_of_every_exercise_scores_as_it_should(stem):
+    results = audit.audit_notebook(stem, root=ROOT)
+    assert results, f"{stem} has no exercises"
+    wrong = [r for r in results if not r.ok]
+    assert not wrong, "\n" + audit.format_results(wrong)
+
+
+def test_every_fixture_folder_names_an_exercise_and_holds_only_fixtures():
+    known = set()
+    for stem in STEMS:
+        import nbformat
+
+        from course_utils.grading.format import exercises
+
+        nb = nbformat.read(ROOT / "solutions" / f"{stem}.ipynb", as_version=4)
+        known |= {(stem, ex) for ex in exercises(nb)}
+    problems = []
+    for folder in sorted(audit.fixtures_root(ROOT).glob("*/*")):
+        if (folder.parent.name, folder.name) not in known:
+            problems.append(f"{folder.relative_to(ROOT)}: no such exercise")
+        for path in folder.iterdir():
+            if not (path.suffix == ".py" and path.stem.startswith(("shortcut-", "unusual-"))):
+                problems.append(f"{path.relative_to(ROOT)}: not shortcut-*.py or unusual-*.py")
+    assert not problems, "\n".join(problems)
+
+
+def test_every_exercise_has_two_shortcuts_and_an_unusual_answer():
+    missing = audit.coverage(ROOT)
+    assert not missing, "\n".join(missing)
+
+
+# --- the runner itself, on a tiny notebook -----------------------------------------------------
+
+
+def test_fixture_parsing_splits_cells_and_reads_the_expectation(tmp_path):
+    folder = tmp_path / "99.1"
+    folder.mkdir()
+    (folder / "shortcut-two.py").write_text(
+        "# shortcut: hard-codes the answer\n# expect: <= 1\nx = 1\n# %%\ny = 2\n")
+    (folder / "unusual-one.py").write_text("# unusual: recursion\nx = 1\n")
+    shortcut, unusual = audit.load_fixtures(folder, 2)
+    assert (shortcut.kind, shortcut.description, shortcut.expect) == (
+        "shortcut", "hard-codes the answer", ("<=", "1"))
+    assert shortcut.sources[1] == "y = 2" and not shortcut.problem
+    assert unusual.problem.startswith("has 1 cell source(s) but the exercise has 2")
+
+
+def test_a_wrong_fixture_is_reported_with_its_name_and_checks(tmp_path):
+    """A tiny course: one exercise, two checks; a 'shortcut' that is right and an 'unusual'
+    answer that is wrong must both be reported, naming the variant and the checks."""
+    import shutil
+
+    shutil.copytree(ROOT / "tests" / "fixtures" / "grading" / "solutions", tmp_path / "solutions")
+    (tmp_path / "pyproject.toml").write_text("")
+    folder = tmp_path / "tests" / "fixtures" / "shortcuts" / "99_fixture" / "99.1"
+    folder.mkdir(parents=True)
+    (folder / "shortcut-actually-right.py").write_text(
+        "# shortcut: not a shortcut at all\ndef double(x):\n    return np.asarray(x) * 2\n")
+    (folder / "unusual-wrong.py").write_text(
+        "# unusual: wrong for 2-D input\ndef double(x):\n    return [2 * v for v in x]\n")
+    (folder / "shortcut-hard-coded.py").write_text(
+        "# shortcut: the first checked case only\n# expect: 1\n"
+        "def double(x):\n    return np.array([2, 4])\n")
+    results = {(r.exercise, r.variant.name): r for r in audit.audit_notebook(
+        "99_fixture", root=tmp_path, timeout=20)}
+    assert [(k, r.ok) for k, r in results.items()] == [
+        (("99.1", "solution"), True), (("99.1", "stub"), True),
+        (("99.1", "shortcut-actually-right"), False), (("99.1", "shortcut-hard-coded"), True),
+        (("99.1", "unusual-wrong"), False),
+        (("99.2", "solution"), True), (("99.2", "stub"), True)]
+    wrong = [r for r in results.values() if not r.ok]
+    text = audit.format_results(wrong)
+    assert "99.1 shortcut-actually-right (shortcut: not a shortcut at all): scored 2/2, " \
+        "expected < 2" in text
+    assert "99.1 unusual-wrong (unusual: wrong for 2-D input): scored 1/2, expected == 2" in text
+    assert "check in code cell 3 (1/1): passed" in text
+    assert "check in code cell 4 (0/1): error" in text
+    assert "AttributeError: 'list' object has no attribute 'shape'" in text
