@@ -1,0 +1,780 @@
+"""Serve a model on loopback and measure it the way its clients see it.
+
+Timing ``model(x)`` in a loop measures the model. A server's clients see more: their request waits
+while the model serves others, crosses a socket twice, and may share one model call with other
+requests. This module has the three pieces lesson 11 needs to measure that, each short enough to
+read in one go:
+
+- a **wire format**: a request is a float32 matrix sent as ``(rows, columns)`` and its bytes; the
+  reply is the model's output rows, sent the same way (or an error message);
+- :class:`Server`: an asyncio TCP server on 127.0.0.1 that answers each request with
+  ``predict(rows)``, run by one worker thread (one model replica). With ``max_batch > 1`` it
+  **batches dynamically** (:class:`Batcher`): requests that arrived while the model was busy, or
+  within ``max_wait_ms`` of the first, go into one model call, and each client gets back exactly
+  its own rows;
+- :func:`load_test`: **closed-loop** clients, each sending a request, waiting for the reply and
+  sending the next, as callers who wait for their answer do. It reports the latency percentiles the
+  requests saw and the throughput (completed requests per second).
+
+Little's law ties the two numbers: ``c`` closed-loop clients keep ``c`` requests in flight, so
+throughput = c / mean latency. Throughput can grow many times while latency falls a little (or
+even rises) when more requests are in flight and the server serves them together.
+
+NB: TensorFlow Serving (``max_batch_size``, ``batch_timeout_micros``), Triton Inference Server
+(``max_queue_delay_microseconds``) and TorchServe (``batch_size``, ``max_batch_delay``) batch the
+same way: a largest batch and a longest wait.
+
+>>> with Server(lambda x: 2 * x, max_batch=8) as server, Client(server.address) as client:
+...     client.predict(np.array([[1.0, 2.0]], dtype=np.float32)).tolist()
+[[2.0, 4.0]]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import math
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Batcher", "Client", "LoadReport", "LoadResult", "Server", "ServerError", "decode",
+           "encode", "load_test", "percentile", "split_rows"]
+
+Predict = Callable[[np.ndarray], Any]
+
+# ----------------------------------------------------------------------------- wire format
+
+#: Every message starts with two unsigned 32-bit integers in network byte order: rows, columns.
+HEADER = struct.Struct("!II")
+#: ``rows`` takes this value in an error reply; ``columns`` is then the message's length in bytes.
+ERROR_ROWS = 0xFFFFFFFF
+
+
+class ServerError(RuntimeError):
+    """The server could not answer a request (its message says why)."""
+
+
+def encode(array: Any) -> bytes:
+    """A 2-D array as one message: the header, then its values as little-endian float32.
+
+    >>> decode(encode([[1, 2, 3]])).tolist()
+    [[1.0, 2.0, 3.0]]
+    """
+    a = np.ascontiguousarray(np.asarray(array), dtype="<f4")
+    if a.ndim != 2:
+        raise ValueError(f"a request or reply is a 2-D array (rows, columns); got shape {a.shape}: "
+                         "send one sample as x.reshape(1, -1)")
+    return HEADER.pack(*a.shape) + a.tobytes()
+
+
+def encode_error(message: str) -> bytes:
+    """An error reply: the header with ``rows = ERROR_ROWS``, then the UTF-8 message."""
+    data = message.encode()
+    return HEADER.pack(ERROR_ROWS, len(data)) + data
+
+
+def decode(message: bytes) -> np.ndarray:
+    """The array in one complete message (the inverse of :func:`encode`)."""
+    rows, cols = HEADER.unpack_from(message)
+    return _array(rows, cols, message[HEADER.size:])
+
+
+def _array(rows: int, cols: int, body: bytes) -> np.ndarray:
+    if rows == ERROR_ROWS:
+        raise ServerError(body.decode(errors="replace"))
+    return np.frombuffer(body, dtype="<f4").reshape(rows, cols)
+
+
+def _body_size(rows: int, cols: int) -> int:
+    return cols if rows == ERROR_ROWS else rows * cols * 4
+
+
+async def read_message(reader: asyncio.StreamReader) -> tuple[int, int, bytes]:
+    """Read one message from a stream: (rows, columns, body)."""
+    rows, cols = HEADER.unpack(await reader.readexactly(HEADER.size))
+    return rows, cols, await reader.readexactly(_body_size(rows, cols))
+
+
+def _recv_exactly(sock: socket.socket, n: int) -> bytes:
+    chunks, got = [], 0
+    while got < n:
+        chunk = sock.recv(n - got)
+        if not chunk:
+            raise ConnectionError("the server closed the connection before it replied")
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+# ----------------------------------------------------------------------------- batching
+
+
+def split_rows(outputs: np.ndarray, sizes: Sequence[int]) -> list[np.ndarray]:
+    """Cut a batch's output back into one block of rows per request, in order.
+
+    >>> [part.tolist() for part in split_rows(np.arange(5), [2, 3])]
+    [[0, 1], [2, 3, 4]]
+    """
+    if len(outputs) != sum(sizes):
+        raise ValueError(f"the model returned {len(outputs)} rows for a batch of {sum(sizes)}: "
+                         "predict must return one output row per input row")
+    return np.split(outputs, np.cumsum(sizes)[:-1])
+
+
+class Batcher:
+    """Turns requests from many connections into model calls of at most ``max_batch`` rows.
+
+    ``submit(x)`` queues one request and waits for its rows of the answer. ``run()`` takes the
+    first waiting request, adds the requests already waiting (and, with ``max_wait_ms``, those
+    that arrive that long after the first) up to ``max_batch`` rows, calls ``predict`` once on
+    their rows stacked, and hands each request its own rows. ``max_batch=1`` is a server without
+    batching: one model call per request, in arrival order.
+
+    ``predict`` runs on the event loop's thread: while it runs, new requests wait in their
+    sockets, and they make up the next batch. ``batch_sizes`` lists the rows of every call;
+    ``cpu_s`` is the CPU time that thread had used when the last call returned (reading,
+    batching, the model and writing replies: all the server's work), which a busy machine
+    inflates far less than wall time.
+    """
+
+    def __init__(self, predict: Predict, max_batch: int = 1, max_wait_ms: float = 0.0):
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be at least 1 (1 means no batching); got {max_batch}")
+        if max_wait_ms < 0:
+            raise ValueError(f"max_wait_ms cannot be negative; got {max_wait_ms}")
+        self.predict, self.max_batch, self.max_wait_s = predict, max_batch, max_wait_ms / 1000
+        self.batch_sizes: list[int] = []
+        self.cpu_s = 0.0
+        self._queue: asyncio.Queue | None = None
+        self._held: tuple[np.ndarray, asyncio.Future] | None = None  # didn't fit the last batch
+
+    def _pending(self) -> asyncio.Queue:
+        if self._queue is None:  # made on first use, inside the loop that serves it
+            self._queue = asyncio.Queue()
+        return self._queue
+
+    async def submit(self, x: np.ndarray) -> np.ndarray:
+        """Queue one request (a 2-D array) and wait for the model's rows for it."""
+        future = asyncio.get_running_loop().create_future()
+        self._pending().put_nowait((x, future))
+        return await future
+
+    async def run(self) -> None:
+        """Serve batches until cancelled."""
+        while True:
+            batch = await self._next_batch()
+            inputs = [x for x, _ in batch]
+            self.batch_sizes.append(sum(len(x) for x in inputs))
+            try:
+                stacked = inputs[0] if len(inputs) == 1 else np.concatenate(inputs)
+                outputs = _call(self.predict, stacked)
+                parts = split_rows(outputs, [len(x) for x in inputs])
+            except Exception as err:  # every request of the batch gets the error
+                parts = [err] * len(batch)
+            self.cpu_s = time.thread_time()
+            for (_, future), part in zip(batch, parts, strict=True):
+                if future.done():  # its client hung up
+                    continue
+                if isinstance(part, Exception):
+                    future.set_exception(part)
+                else:
+                    future.set_result(part)
+
+    async def _next_batch(self) -> list[tuple[np.ndarray, asyncio.Future]]:
+        queue, loop = self._pending(), asyncio.get_running_loop()
+        first = self._held or await queue.get()
+        self._held = None
+        batch, rows = [first], len(first[0])
+        deadline = loop.time() + self.max_wait_s
+        while rows < self.max_batch:
+            if not queue.empty():
+                item = queue.get_nowait()
+            elif (left := deadline - loop.time()) > 0:
+                try:
+                    item = await asyncio.wait_for(queue.get(), left)
+                except TimeoutError:
+                    break
+            else:
+                break
+            # Only requests of one width stack, and a batch never grows past max_batch rows.
+            if item[0].shape[1] != first[0].shape[1] or rows + len(item[0]) > self.max_batch:
+                self._held = item
+                break
+            batch.append(item)
+            rows += len(item[0])
+        return batch
+
+
+def _call(predict: Predict, x: np.ndarray) -> np.ndarray:
+    """Run the model; its output as a 2-D float32 numpy array (torch and TF tensors welcome)."""
+    y = predict(x)
+    if hasattr(y, "detach"):  # a torch tensor
+        y = y.detach().cpu().numpy()
+    y = np.asarray(y)
+    return y.reshape(len(y), -1) if y.ndim != 2 else y
+
+
+# ----------------------------------------------------------------------------- server
+
+
+class Server:
+    """A TCP server on loopback that answers each request with ``predict(rows)``.
+
+    It runs an asyncio event loop in a background thread of this process, with one connection per
+    client and one worker thread for the model (:class:`Batcher`). Use it as a context manager,
+    or call :meth:`start` and :meth:`stop`. ``address`` is ``(host, port)``; port 0 picks a free
+    one. ``batch_sizes`` lists the rows of every model call so far.
+    """
+
+    def __init__(self, predict: Predict, *, max_batch: int = 1, max_wait_ms: float = 0.0,
+                 host: str = "127.0.0.1", port: int = 0):
+        self.batcher = Batcher(predict, max_batch, max_wait_ms)
+        self.host, self.port = host, port
+        self.address: tuple[str, int] | None = None
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._started = threading.Event()
+        self._failure: BaseException | None = None
+
+    @property
+    def batch_sizes(self) -> list[int]:
+        """The rows of every model call so far."""
+        return list(self.batcher.batch_sizes)
+
+    @property
+    def cpu_s(self) -> float:
+        """The CPU time the server's thread had used when its last model call returned."""
+        return self.batcher.cpu_s
+
+    def start(self) -> Server:
+        if self._thread is not None:
+            raise RuntimeError("this server is already started; make a new Server to serve again")
+        self._thread = threading.Thread(target=asyncio.run, args=(self._main(),), daemon=True,
+                                        name=f"serving {self.host}:{self.port}")
+        self._thread.start()
+        self._started.wait()
+        if self._failure is not None:
+            raise RuntimeError(f"the server could not start: {self._failure}") from self._failure
+        return self
+
+    def stop(self) -> None:
+        if self._loop is not None and self._thread is not None and self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._stop.set)
+            self._thread.join(timeout=10)
+
+    def __enter__(self) -> Server:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        where = "not started" if self.address is None else f"{self.address[0]}:{self.address[1]}"
+        return (f"<Server {where}, max_batch={self.batcher.max_batch}, "
+                f"max_wait_ms={self.batcher.max_wait_s * 1000:g}>")
+
+    async def _main(self) -> None:
+        self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
+        try:
+            server = await asyncio.start_server(self._handle, self.host, self.port)
+        except OSError as err:
+            self._failure = err
+            self._started.set()
+            return
+        self.address = server.sockets[0].getsockname()[:2]
+        batching = asyncio.create_task(self.batcher.run())
+        self._started.set()
+        async with server:
+            await self._stop.wait()
+        batching.cancel()
+        # Let the connection handlers see their cancellation before the loop closes.
+        await asyncio.gather(batching, return_exceptions=True)
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            while True:
+                try:
+                    rows, cols, body = await read_message(reader)
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return  # the client hung up
+                if rows == ERROR_ROWS or rows == 0:
+                    writer.write(encode_error("a request must hold at least one row"))
+                else:
+                    try:
+                        writer.write(encode(await self.batcher.submit(_array(rows, cols, body))))
+                    except Exception as err:  # the model failed: tell this client why
+                        writer.write(encode_error(f"predict failed: {type(err).__name__}: {err}"))
+                await writer.drain()
+        except (ConnectionError, asyncio.CancelledError):
+            return
+        finally:
+            writer.close()
+
+
+class Client:
+    """One blocking connection to a :class:`Server`: ``client.predict(x)`` sends x, returns rows.
+
+    A 1-D ``x`` is sent as one row (and one row comes back, as a 2-D array).
+    """
+
+    def __init__(self, address: tuple[str, int], timeout: float = 30.0):
+        self.sock = socket.create_connection(tuple(address), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def predict(self, x: Any) -> np.ndarray:
+        x = np.asarray(x, dtype=np.float32)
+        self.sock.sendall(encode(x.reshape(1, -1) if x.ndim == 1 else x))
+        rows, cols = HEADER.unpack(_recv_exactly(self.sock, HEADER.size))
+        return _array(rows, cols, _recv_exactly(self.sock, _body_size(rows, cols))).copy()
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# ----------------------------------------------------------------------------- load test
+
+
+def percentile(samples: Sequence[float] | np.ndarray, q: float) -> float:
+    """The ``q``-th percentile (0 to 100) of ``samples``, interpolating linearly between ranks.
+
+    The sorted samples sit at positions 0 .. n-1; the percentile is read at position
+    ``(n - 1) * q / 100``, between its two neighbours (numpy's default method, "linear").
+
+    >>> percentile([1, 2, 3, 4], 50), percentile(range(1, 101), 99)
+    (2.5, 99.01)
+    """
+    if not 0 <= q <= 100:
+        raise ValueError(f"q is a percentage from 0 to 100; got {q}")
+    xs = sorted(float(s) for s in samples)
+    if not xs:
+        raise ValueError("the percentile of no samples is undefined: the load test completed "
+                         "no request (raise duration_s?)")
+    position = (len(xs) - 1) * q / 100
+    low = math.floor(position)
+    high = min(low + 1, len(xs) - 1)
+    return round(xs[low] + (xs[high] - xs[low]) * (position - low), 12)
+
+
+@dataclass
+class LoadResult:
+    """What ``concurrency`` closed-loop clients of server ``label`` measured in one window.
+
+    ``latencies_s`` holds one value per request completed in the window of ``duration_s``
+    seconds (from sending it to reading the whole reply, as the client saw it); ``round`` says
+    which round of :func:`load_test` took it. When the server was a :class:`Server`,
+    ``mean_batch`` is its mean rows per model call in the window and ``cpu_per_request`` its CPU
+    time per request (seconds). ``in_flight`` is Little's law read backwards,
+    throughput x mean latency: the average number of requests in flight, which a closed loop
+    keeps near ``concurrency``.
+    """
+
+    label: str
+    concurrency: int
+    duration_s: float
+    latencies_s: np.ndarray = field(repr=False)
+    round: int = 0
+    mean_batch: float | None = None
+    cpu_per_request: float | None = None
+
+    @property
+    def completed(self) -> int:
+        return len(self.latencies_s)
+
+    @property
+    def throughput(self) -> float:
+        """Completed requests per second."""
+        return self.completed / self.duration_s
+
+    def latency(self, q: float) -> float:
+        """The q-th percentile of the latency, in seconds."""
+        return percentile(self.latencies_s, q)
+
+    @property
+    def mean_latency(self) -> float:
+        return float(np.mean(self.latencies_s))
+
+    @property
+    def in_flight(self) -> float:
+        return self.throughput * self.mean_latency
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"label": self.label, "concurrency": self.concurrency, "round": self.round,
+                "duration_s": self.duration_s, "mean_batch": self.mean_batch,
+                "cpu_per_request": self.cpu_per_request,
+                "latencies_s": [float(v) for v in self.latencies_s]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LoadResult:
+        return cls(data["label"], data["concurrency"], data["duration_s"],
+                   np.asarray(data["latencies_s"], dtype=float), data.get("round", 0),
+                   data.get("mean_batch"), data.get("cpu_per_request"))
+
+
+@dataclass(repr=False)
+class LoadReport:
+    """Every window of a :func:`load_test`: per server and concurrency, one result per round.
+
+    Throughput is summarised by its median over rounds; latency percentiles pool the requests of
+    all rounds. :meth:`ratios` pairs two servers round by round (their windows ran back to back),
+    which is what a verdict should be decided from on a busy machine.
+    """
+
+    results: list[LoadResult]
+
+    @property
+    def labels(self) -> list[str]:
+        return list(dict.fromkeys(r.label for r in self.results))
+
+    @property
+    def levels(self) -> list[int]:
+        return sorted({r.concurrency for r in self.results})
+
+    def windows(self, label: str, concurrency: int) -> list[LoadResult]:
+        """The results of one server at one concurrency, in round order."""
+        found = sorted((r for r in self.results
+                        if r.label == label and r.concurrency == concurrency),
+                       key=lambda r: r.round)
+        if not found:
+            raise KeyError(f"no results for server {label!r} with {concurrency} clients; "
+                           f"servers: {self.labels}, clients: {self.levels}")
+        return found
+
+    def throughput(self, label: str, concurrency: int) -> float:
+        """The median over rounds of the requests per second."""
+        return float(np.median([r.throughput for r in self.windows(label, concurrency)]))
+
+    def latencies(self, label: str, concurrency: int) -> np.ndarray:
+        """Every request's latency, all rounds pooled, in seconds."""
+        return np.concatenate([r.latencies_s for r in self.windows(label, concurrency)])
+
+    def latency(self, label: str, concurrency: int, q: float) -> float:
+        """The q-th percentile of the pooled latencies, in seconds."""
+        return percentile(self.latencies(label, concurrency), q)
+
+    def in_flight(self, label: str, concurrency: int) -> float:
+        """Little's law, throughput x mean latency: the median over rounds of the requests in
+        flight on average."""
+        return float(np.median([r.in_flight for r in self.windows(label, concurrency)]))
+
+    def mean_batch(self, label: str, concurrency: int) -> float | None:
+        """Rows per model call, over all rounds (None if the server's calls were not seen)."""
+        sizes = [r.mean_batch for r in self.windows(label, concurrency)]
+        return None if None in sizes else float(np.mean(sizes))
+
+    def cpu_per_request(self, label: str, concurrency: int) -> float | None:
+        """The server's CPU time per request, median over rounds (None if not seen)."""
+        cpu = [r.cpu_per_request for r in self.windows(label, concurrency)]
+        return None if None in cpu else float(np.median(cpu))
+
+    def ratios(self, label: str, baseline: str, concurrency: int, *,
+               baseline_concurrency: int | None = None, stat: str = "time") -> list[float]:
+        """Round-by-round ratios of ``label`` to ``baseline``; below 1, ``label`` does better.
+
+        ``stat="time"``: time per request, i.e. the baseline's throughput over this one's;
+        ``"cpu"``: the server's CPU time per request; ``"p50"``, ``"p95"`` or ``"p99"``: that
+        latency percentile. ``baseline_concurrency`` compares with another number of clients.
+        """
+        ours = self.windows(label, concurrency)
+        theirs = self.windows(baseline, baseline_concurrency or concurrency)
+        if len(ours) != len(theirs):
+            raise ValueError(f"{label!r} and {baseline!r} ran a different number of rounds")
+        pairs = list(zip(ours, theirs, strict=True))
+        if stat == "time":
+            return [b.throughput / a.throughput if a.throughput else math.inf for a, b in pairs]
+        if stat == "cpu":
+            if any(r.cpu_per_request is None for pair in pairs for r in pair):
+                raise ValueError("CPU time per request is known only for course Servers")
+            return [a.cpu_per_request / b.cpu_per_request for a, b in pairs]
+        if stat in ("p50", "p95", "p99"):
+            q = float(stat[1:])
+            return [a.latency(q) / b.latency(q) for a, b in pairs]
+        raise ValueError(f"stat is 'time', 'cpu', 'p50', 'p95' or 'p99'; got {stat!r}")
+
+    def _rows(self) -> tuple[list[str], list[list[str]]]:
+        from course_utils.bench import format_time
+
+        header = ["server", "clients", "requests/s", "[min, max]", "p50", "p95", "p99",
+                  "in flight", "rows/call", "CPU/request"]
+        rows = []
+        for label in self.labels:
+            for c in self.levels:
+                if not any(r.label == label and r.concurrency == c for r in self.results):
+                    continue
+                per_round = [r.throughput for r in self.windows(label, c)]
+                rows.append([label, str(c), f"{self.throughput(label, c):,.0f}",
+                             f"[{min(per_round):,.0f}, {max(per_round):,.0f}]",
+                             *(format_time(self.latency(label, c, q)) for q in (50, 95, 99)),
+                             f"{self.in_flight(label, c):.1f}",
+                             _fmt_batch(self.mean_batch(label, c)),
+                             _fmt_cpu(self.cpu_per_request(label, c))])
+        return header, rows
+
+    def table(self) -> str:
+        """Per server and clients: median requests/s and its range over rounds, pooled latency
+        percentiles, requests in flight."""
+        header, rows = self._rows()
+        widths = [max(len(c) for c in column) for column in zip(header, *rows, strict=True)]
+        return "\n".join("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                                   for i, (c, w) in enumerate(zip(line, widths, strict=True)))
+                         .rstrip() for line in [header, *rows])
+
+    def __str__(self) -> str:
+        return self.table()
+
+    def _repr_pretty_(self, p, cycle) -> None:
+        p.text(self.table())
+
+    def plot(self, axes=None):
+        """Two panels against the number of clients: throughput, and p50 / p99 latency."""
+        if axes is None:
+            import matplotlib.pyplot as plt
+
+            _, axes = plt.subplots(1, 2, figsize=(10, 3.6), layout="constrained")
+        left, right = axes
+        for label in self.labels:
+            levels = [c for c in self.levels
+                      if any(r.label == label and r.concurrency == c for r in self.results)]
+            line, = left.plot(levels, [self.throughput(label, c) for c in levels], "o-",
+                              label=label)
+            for q, style in ((50, "o-"), (99, "x--")):
+                right.plot(levels, [1e3 * self.latency(label, c, q) for c in levels], style,
+                           color=line.get_color())
+        left.set(xlabel="clients (requests in flight)", ylabel="requests / s", xscale="log",
+                 title="throughput")
+        right.set(xlabel="clients (requests in flight)", ylabel="latency (ms)", xscale="log",
+                  yscale="log", title="latency: p50 (solid), p99 (dashed)")
+        for ax in axes:
+            ax.set_xticks(self.levels, [str(c) for c in self.levels])
+            ax.minorticks_off()
+            ax.grid(alpha=0.3)
+        left.legend(fontsize="small")
+        return axes
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"results": [r.to_dict() for r in self.results]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LoadReport:
+        return cls([LoadResult.from_dict(r) for r in data["results"]])
+
+
+def _fmt_batch(size: float | None) -> str:
+    return "?" if size is None else f"{size:.1f}"
+
+
+def _fmt_cpu(seconds: float | None) -> str:
+    from course_utils.bench import format_time
+
+    return "?" if seconds is None else format_time(seconds)
+
+
+async def _closed_loop(address: tuple[str, int], requests: list[bytes], offset: int,
+                       window: _Window) -> None:
+    """One client: send, wait for the reply, send the next, until the window closes."""
+    reader, writer = await asyncio.open_connection(*address)
+    writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    i = offset
+    try:
+        while window.open(sent := time.perf_counter()):
+            writer.write(requests[i % len(requests)])
+            rows, _, body = await read_message(reader)
+            if rows == ERROR_ROWS:
+                raise ServerError(body.decode(errors="replace"))
+            window.record(sent, time.perf_counter())
+            i += 1
+    finally:
+        writer.close()
+
+
+@dataclass
+class _Window:
+    """The measuring window the clients share: requests completed in [start, end] count.
+
+    If fewer than ``min_requests`` have completed when it closes (a stalled machine), it stays
+    open ``duration_s`` longer, up to ten times, so that every window has enough samples.
+    """
+
+    start: float
+    duration_s: float
+    min_requests: int
+    latencies: list[float] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.end = self.start + self.duration_s
+        self.last_end = self.start + 10 * self.duration_s
+
+    def open(self, now: float) -> bool:
+        if now >= self.end and len(self.latencies) < self.min_requests and self.end < self.last_end:
+            self.end += self.duration_s
+        return now < self.end
+
+    def record(self, sent: float, done: float) -> None:
+        if self.start <= done <= self.end:
+            self.latencies.append(done - sent)
+
+
+async def _measure(address: tuple[str, int], requests: list[bytes], concurrency: int,
+                   duration_s: float, warmup_s: float) -> tuple[list[float], float]:
+    """Run ``concurrency`` clients through warm-up and one window: (latencies, window length)."""
+    window = _Window(time.perf_counter() + warmup_s, duration_s, min_requests=2 * concurrency)
+    spacing = max(1, len(requests) // concurrency)  # the clients start at different rows
+    await asyncio.gather(*(_closed_loop(address, requests, k * spacing, window)
+                           for k in range(concurrency)))
+    return window.latencies, window.end - window.start
+
+
+class _Clients:
+    """Where the clients run: this process, or one client process driven through its stdin.
+
+    Each :meth:`window` call runs one measuring window and returns (latencies, seconds).
+    """
+
+    def __init__(self, inputs: np.ndarray, in_subprocess: bool):
+        self.requests = [encode(row.reshape(1, -1)) for row in inputs]
+        self.process: subprocess.Popen | None = None
+        self._tmp: tempfile.TemporaryDirectory | None = None
+        if in_subprocess:
+            self._tmp = tempfile.TemporaryDirectory(prefix="load-test-")
+            np.save(Path(self._tmp.name) / "inputs.npy", inputs)
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "course_utils.serving", "clients",
+                 str(Path(self._tmp.name) / "inputs.npy")],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def window(self, address: tuple[str, int], concurrency: int, duration_s: float,
+               warmup_s: float) -> tuple[list[float], float]:
+        if self.process is None:
+            return asyncio.run(_measure(address, self.requests, concurrency, duration_s, warmup_s))
+        order = {"address": address, "concurrency": concurrency, "duration_s": duration_s,
+                 "warmup_s": warmup_s}
+        self.process.stdin.write(json.dumps(order) + "\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError("the load-test client process failed:\n"
+                               + self.process.stderr.read()[-3000:])
+        reply = json.loads(line)
+        return reply["latencies_s"], reply["duration_s"]
+
+    def close(self) -> None:
+        if self.process is not None:
+            self.process.stdin.close()
+            self.process.wait(timeout=30)
+            self.process.stdout.close()
+            self.process.stderr.close()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+
+
+def load_test(servers: dict[str, Any], inputs: np.ndarray, concurrency: int | Sequence[int], *,
+              rounds: int = 1, duration_s: float = 0.3, warmup_s: float = 0.05,
+              until: Callable[[LoadReport], bool] | None = None, max_time_s: float = 0.0,
+              in_subprocess: bool = True) -> LoadReport:
+    """Load servers with closed-loop clients: ``{name: Server or address}`` -> :class:`LoadReport`.
+
+    A window runs ``c`` clients against one server: each opens a connection and, for
+    ``warmup_s + duration_s`` seconds, sends one row of ``inputs`` per request (cycling through
+    the rows), waits for the reply and sends the next; requests completed in the last
+    ``duration_s`` seconds count. Each round runs one window per concurrency level and server,
+    the servers in turn (starting one later each round), so that a burst of load from elsewhere
+    hits them alike; :meth:`LoadReport.ratios` pairs them round by round. For a :class:`Server`,
+    each result also records the server's rows per model call and CPU time per request.
+
+    ``rounds`` rounds always run. With ``until``, more follow, one at a time, until
+    ``until(report)`` is true (say, every verdict you want is decided) or ``max_time_s`` seconds
+    have passed since the start: on a busy machine the test takes longer instead of deciding on
+    too little.
+
+    The clients run in one other Python process by default (it imports numpy and this module,
+    nothing else), so that they do not compete with the servers for this process's interpreter
+    lock, as real clients would not. ``in_subprocess=False`` runs them here.
+    """
+    levels = [concurrency] if isinstance(concurrency, int) else list(concurrency)
+    if not levels or min(levels) < 1:
+        raise ValueError(f"concurrency is a number of clients (at least 1) or a list of them; "
+                         f"got {concurrency!r}")
+    if rounds < 1 or duration_s <= 0 or warmup_s < 0:
+        raise ValueError("rounds must be at least 1, duration_s positive, warmup_s not negative")
+    inputs = np.asarray(inputs, dtype=np.float32)
+    if inputs.ndim != 2 or len(inputs) == 0:
+        raise ValueError(f"inputs is a 2-D array, one request per row; got shape {inputs.shape}")
+    if not servers:
+        raise ValueError("load_test() needs at least one server: {'name': server}")
+    for name, server in servers.items():
+        if getattr(server, "address", server) is None:
+            raise ValueError(f"server {name!r} is not started: use `with Server(...) as server`")
+    names, results = list(servers), []
+    clients = _Clients(inputs, in_subprocess)
+    started = time.perf_counter()
+    try:
+        for r in itertools.count():
+            if r >= rounds and (until is None or until(LoadReport(list(results)))
+                                or time.perf_counter() - started > max_time_s):
+                break
+            for c in levels:
+                for name in names[r % len(names):] + names[:r % len(names)]:
+                    server = servers[name]
+                    host, port = getattr(server, "address", server)
+                    seen = isinstance(server, Server)
+                    calls, cpu = (len(server.batch_sizes), server.cpu_s) if seen else (0, 0.0)
+                    latencies, seconds = clients.window((str(host), int(port)), c, duration_s,
+                                                        warmup_s)
+                    sizes = server.batch_sizes[calls:] if seen else []
+                    results.append(LoadResult(
+                        str(name), c, seconds, np.asarray(latencies), r,
+                        float(np.mean(sizes)) if sizes else None,
+                        (server.cpu_s - cpu) / sum(sizes) if sizes else None))
+    finally:
+        clients.close()
+    return LoadReport(results)
+
+
+def _serve_clients(inputs_path: str) -> None:
+    """The client process: one JSON order per stdin line, one JSON result per stdout line."""
+    requests = [encode(row.reshape(1, -1)) for row in np.load(inputs_path)]
+    for line in sys.stdin:
+        order = json.loads(line)
+        latencies, seconds = asyncio.run(_measure(tuple(order["address"]), requests,
+                                                  order["concurrency"], order["duration_s"],
+                                                  order["warmup_s"]))
+        print(json.dumps({"latencies_s": latencies, "duration_s": seconds}), flush=True)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m course_utils.serving clients INPUTS.npy``: the process :func:`load_test` drives.
+
+    It reads orders from stdin, one JSON object per line (``address``, ``concurrency``,
+    ``duration_s``, ``warmup_s``), runs that window's clients, and prints the latencies.
+    """
+    parser = argparse.ArgumentParser(prog="python -m course_utils.serving",
+                                     description="closed-loop clients for course servers")
+    commands = parser.add_subparsers(dest="command", required=True)
+    clients = commands.add_parser("clients", help="run load-test windows ordered on stdin")
+    clients.add_argument("inputs", help=".npy file, one request per row")
+    args = parser.parse_args(argv)
+    _serve_clients(args.inputs)
+
+
+if __name__ == "__main__":
+    main()

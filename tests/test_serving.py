@@ -1,0 +1,264 @@
+"""course_utils.serving against independent facts: replies equal direct model calls, the batcher
+never mixes up requests or overfills a batch, percentiles equal numpy's, and the load test counts
+what it ran. No timing is asserted."""
+
+import asyncio
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from course_utils import serving
+
+RNG = np.random.default_rng(0)
+W = RNG.standard_normal((6, 3)).astype(np.float32)
+
+
+def model(x: np.ndarray) -> np.ndarray:
+    """A row-wise model: each output row depends on its own input row only."""
+    return np.tanh(x @ W) + x[:, :1]
+
+
+def slow_model(x: np.ndarray) -> np.ndarray:
+    """The same model, slow enough per call that concurrent requests pile up into batches."""
+    time.sleep(0.003)
+    return model(x)
+
+
+# ----------------------------------------------------------------------------- wire format
+
+
+def test_encode_decode_round_trip_is_float32_and_exact():
+    x = RNG.standard_normal((4, 6)).astype(np.float32)
+    back = serving.decode(serving.encode(x))
+    assert back.dtype == np.float32 and np.array_equal(back, x)
+
+
+def test_encode_refuses_a_1d_array_and_says_how_to_send_one_sample():
+    with pytest.raises(ValueError, match=r"reshape\(1, -1\)"):
+        serving.encode(np.zeros(3))
+
+
+def test_split_rows_cuts_in_order_and_checks_the_row_count():
+    parts = serving.split_rows(np.arange(10).reshape(5, 2), [1, 3, 1])
+    assert [p[:, 0].tolist() for p in parts] == [[0], [2, 4, 6], [8]]
+    with pytest.raises(ValueError, match="one output row per input row"):
+        serving.split_rows(np.zeros((4, 2)), [2, 3])
+
+
+# ----------------------------------------------------------------------------- percentiles
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 100, 1001])
+def test_percentile_equals_numpys_linear_method(n):
+    samples = RNG.exponential(size=n)
+    for q in (0, 1, 25, 50, 90, 95, 99, 99.9, 100):
+        assert serving.percentile(samples, q) == pytest.approx(np.percentile(samples, q),
+                                                               rel=1e-12, abs=1e-12)
+
+
+def test_percentile_on_samples_worked_by_hand():
+    assert serving.percentile([3, 1, 2], 50) == 2  # order does not matter
+    assert serving.percentile([1, 2, 3, 4], 50) == 2.5  # between the two middle ones
+    assert serving.percentile(range(1, 101), 99) == pytest.approx(99.01)
+    with pytest.raises(ValueError, match="no samples"):
+        serving.percentile([], 50)
+    with pytest.raises(ValueError, match="0 to 100"):
+        serving.percentile([1.0], 101)
+
+
+# ----------------------------------------------------------------------------- server
+
+
+def test_replies_equal_direct_model_calls_for_one_client():
+    x = RNG.standard_normal((20, 6)).astype(np.float32)
+    with serving.Server(model, max_batch=8) as server, serving.Client(server.address) as client:
+        for n in (1, 3, 8, 11):  # 11 rows: more than max_batch, served alone
+            np.testing.assert_allclose(client.predict(x[:n]), model(x[:n]), rtol=1e-6)
+        np.testing.assert_allclose(client.predict(x[0]), model(x[:1]), rtol=1e-6)  # a 1-D row
+    assert max(server.batch_sizes) == 11
+
+
+def run_clients(address, requests_per_client):
+    """Each thread sends its own requests on its own connection; returns {client: replies}."""
+    replies, errors = {}, []
+
+    def client(k, requests):
+        try:
+            with serving.Client(address) as c:
+                replies[k] = [c.predict(x) for x in requests]
+        except Exception as err:  # reported by the test, not lost in the thread
+            errors.append(err)
+
+    threads = [threading.Thread(target=client, args=(k, reqs))
+               for k, reqs in requests_per_client.items()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors, errors
+    return replies
+
+
+@pytest.mark.parametrize("max_batch,max_wait_ms", [(1, 0), (6, 0), (6, 2.0)])
+def test_concurrent_clients_each_get_exactly_their_own_rows(max_batch, max_wait_ms):
+    # Requests of 1 to 4 rows, all different, from 8 clients at once: every reply must equal the
+    # model applied to that request alone, whatever batch it shared.
+    requests = {k: [RNG.standard_normal((int(RNG.integers(1, 5)), 6)).astype(np.float32)
+                    for _ in range(12)] for k in range(8)}
+    with serving.Server(slow_model, max_batch=max_batch, max_wait_ms=max_wait_ms) as server:
+        replies = run_clients(server.address, requests)
+    for k, reqs in requests.items():
+        for x, y in zip(reqs, replies[k], strict=True):
+            np.testing.assert_allclose(y, model(x), rtol=1e-5, atol=1e-6)
+    sizes = server.batch_sizes
+    assert sum(sizes) == sum(len(x) for reqs in requests.values() for x in reqs)
+    assert max(sizes) <= max(max_batch, 4)  # a batch never grows past max_batch rows
+    if max_batch == 1:
+        assert len(sizes) == 8 * 12  # one call per request
+    else:
+        assert max(sizes) > 4  # requests from several clients shared a call
+
+
+def test_requests_of_different_widths_are_never_stacked():
+    calls = []
+
+    def width_model(x):
+        calls.append(x.shape)
+        time.sleep(0.002)
+        return x.sum(axis=1, keepdims=True)
+
+    requests = {k: [np.full((1, 2 + k % 2), k, dtype=np.float32)] * 10 for k in range(6)}
+    with serving.Server(width_model, max_batch=16) as server:
+        replies = run_clients(server.address, requests)
+    for k, reqs in requests.items():
+        for x, y in zip(reqs, replies[k], strict=True):
+            assert y.tolist() == [[float(x.sum())]]
+    assert all(len({shape[1]}) == 1 for shape in calls)
+    assert sum(server.batch_sizes) == 60
+
+
+def test_a_failing_model_answers_with_its_error_and_keeps_serving():
+    def picky(x):
+        if (x < 0).any():
+            raise ValueError("negative inputs are not allowed")
+        return x
+
+    with serving.Server(picky, max_batch=4) as server, serving.Client(server.address) as client:
+        with pytest.raises(serving.ServerError, match="ValueError: negative inputs"):
+            client.predict(-np.ones((1, 3)))
+        assert client.predict(np.ones((1, 3))).tolist() == [[1.0, 1.0, 1.0]]
+
+
+def test_a_model_with_the_wrong_number_of_rows_is_reported():
+    with (serving.Server(lambda x: x[:1], max_batch=4) as server,
+          serving.Client(server.address) as client,
+          pytest.raises(serving.ServerError, match="one output row per input row")):
+        client.predict(np.ones((3, 2)))
+
+
+def test_an_empty_request_is_refused():
+    with (serving.Server(model) as server, serving.Client(server.address) as client,
+          pytest.raises(serving.ServerError, match="at least one row")):
+        client.predict(np.zeros((0, 6)))
+
+
+def test_batcher_rejects_bad_settings():
+    with pytest.raises(ValueError, match="at least 1"):
+        serving.Batcher(model, max_batch=0)
+    with pytest.raises(ValueError, match="negative"):
+        serving.Batcher(model, max_wait_ms=-1)
+
+
+def test_batcher_waits_up_to_max_wait_for_a_fuller_batch():
+    # Without a server: requests submitted 1 ms apart join one batch when the batcher may wait
+    # 50 ms, and go one by one when it may not.
+    async def scenario(max_wait_ms):
+        batcher = serving.Batcher(model, max_batch=8, max_wait_ms=max_wait_ms)
+        runner = asyncio.create_task(batcher.run())
+        xs = [RNG.standard_normal((1, 6)).astype(np.float32) for _ in range(4)]
+        tasks = []
+        for x in xs:
+            tasks.append(asyncio.create_task(batcher.submit(x)))
+            await asyncio.sleep(0.001)
+        ys = await asyncio.gather(*tasks)
+        runner.cancel()
+        for x, y in zip(xs, ys, strict=True):
+            np.testing.assert_allclose(y, model(x), rtol=1e-5, atol=1e-6)
+        return batcher.batch_sizes
+
+    assert asyncio.run(scenario(50.0)) == [4]
+    assert asyncio.run(scenario(0.0)) == [1, 1, 1, 1]
+
+
+# ----------------------------------------------------------------------------- load test
+
+
+def test_load_test_runs_every_window_in_rotating_rounds_from_a_client_process():
+    inputs = RNG.standard_normal((32, 6)).astype(np.float32)
+    with serving.Server(model) as plain, serving.Server(slow_model, max_batch=8) as batched:
+        report = serving.load_test({"plain": plain, "batched": batched}, inputs, [1, 4],
+                                   rounds=2, duration_s=0.05, warmup_s=0.01)
+    assert len(report.results) == 2 * 2 * 2
+    assert report.labels == ["plain", "batched"] and report.levels == [1, 4]
+    order = [(r.round, r.concurrency, r.label) for r in report.results]
+    assert order[:2] == [(0, 1, "plain"), (0, 1, "batched")]
+    assert order[4:6] == [(1, 1, "batched"), (1, 1, "plain")]  # round 1 starts one later
+    for r in report.results:
+        assert r.completed >= 2 * r.concurrency  # the window stays open until it has samples
+        assert r.cpu_per_request is not None and r.cpu_per_request > 0
+    assert report.mean_batch("plain", 4) == 1.0  # no batching: one request per call
+    assert "rows/call" in report.table() and "batched" in str(report)
+
+
+def test_load_test_in_process_stops_when_until_says_so():
+    inputs = RNG.standard_normal((8, 6)).astype(np.float32)
+    seen = []
+
+    def until(report):
+        seen.append(len(report.results))
+        return len(report.results) >= 3
+
+    with serving.Server(model) as server:
+        report = serving.load_test({"m": server.address}, inputs, 1, rounds=1, duration_s=0.02,
+                                   warmup_s=0.0, until=until, max_time_s=30,
+                                   in_subprocess=False)
+    assert seen == [1, 2, 3] and len(report.results) == 3
+    assert report.results[0].mean_batch is None  # an address only: the server's calls unseen
+
+
+def test_load_test_explains_bad_arguments():
+    inputs = np.zeros((4, 6), dtype=np.float32)
+    with pytest.raises(ValueError, match="at least 1"):
+        serving.load_test({"m": ("127.0.0.1", 1)}, inputs, [0])
+    with pytest.raises(ValueError, match="one request per row"):
+        serving.load_test({"m": ("127.0.0.1", 1)}, np.zeros(6), 1)
+    with pytest.raises(ValueError, match="not started"):
+        serving.load_test({"m": serving.Server(model)}, inputs, 1)
+
+
+def result(label, concurrency, throughput, latencies, rnd, cpu=None):
+    latencies = np.asarray(latencies, dtype=float)
+    return serving.LoadResult(label, concurrency, len(latencies) / throughput, latencies, rnd,
+                              1.0, cpu)
+
+
+def test_report_ratios_pair_rounds_and_percentiles_pool_them():
+    report = serving.LoadReport([
+        result("a", 1, 100.0, [0.010] * 4, 0, cpu=2e-3), result("b", 1, 400.0, [0.005] * 4, 0,
+                                                                 cpu=1e-3),
+        result("a", 1, 50.0, [0.020] * 4, 1, cpu=2e-3), result("b", 1, 100.0, [0.030] * 4, 1,
+                                                                cpu=5e-4),
+    ])
+    assert report.ratios("b", "a", 1) == pytest.approx([0.25, 0.5])  # time per request
+    assert report.ratios("b", "a", 1, stat="p50") == pytest.approx([0.5, 1.5])
+    assert report.ratios("b", "a", 1, stat="cpu") == pytest.approx([0.5, 0.25])
+    assert report.throughput("a", 1) == pytest.approx(75.0)  # median over rounds
+    pooled = np.r_[[0.005] * 4, [0.030] * 4]
+    assert report.latency("b", 1, 95) == pytest.approx(np.percentile(pooled, 95))
+    assert report.in_flight("a", 1) == pytest.approx(1.0)  # 100/s x 10 ms, 50/s x 20 ms
+    back = serving.LoadReport.from_dict(report.to_dict())
+    assert back.ratios("b", "a", 1) == report.ratios("b", "a", 1)
+    with pytest.raises(KeyError, match="servers: \\['a', 'b'\\]"):
+        report.windows("c", 1)
