@@ -8,8 +8,8 @@ import importlib
 import pytest
 
 # The core modules; the tracing, passes and codegen modules can join this list.
-CORE = ["autodiff", "eager", "errors", "functional", "graph", "interpreter", "operators", "ops",
-        "session", "shapes"]
+CORE = ["attrs", "autodiff", "conv", "eager", "errors", "functional", "graph", "interpreter",
+        "operators", "ops", "session", "shapes"]
 MODULES = ["course_utils.minigraph"] + [f"course_utils.minigraph.{m}" for m in CORE]
 
 

@@ -237,3 +237,27 @@ def test_grad_fn_prints_and_compares_as_its_op_name() -> None:
     assert y.grad_fn == "mul" and y.grad_fn != "add" and y.grad_fn == "mul"
     z = mg.tensor([1.0], requires_grad=True) * 2.0
     assert z.grad_fn != y.grad_fn and len({y.grad_fn, z.grad_fn}) == 2  # entries: by identity
+
+
+@pytest.mark.parametrize("exponent", [0.0, 1.0, 2.0, 3.0])
+def test_pow_gradient_at_zero_base_matches_pytorch_in_eager_and_graph(exponent: float) -> None:
+    base = np.array([0.0, 0.5, 2.0])
+    t = torch.tensor(base, requires_grad=True)
+    (t ** exponent).sum().backward()
+    c = mg.tensor(base, requires_grad=True)
+    mg.sum(c ** exponent).backward()
+    np.testing.assert_array_equal(c.grad.numpy(), t.grad.numpy())  # x ** 0: 0, not nan
+    with mg.Graph().as_default() as g:
+        x = mg.placeholder((3,), "float64", name="x")
+        (dx,) = mg.gradients(mg.sum(x ** exponent), [x])
+    np.testing.assert_array_equal(mg.Session(g).run(dx, {x: base}), t.grad.numpy())
+
+
+def test_pow_gradient_with_a_zero_exponent_tensor_broadcasts() -> None:
+    base, exponent = np.array([[0.0], [3.0]]), np.array([0.0, 2.0])
+    tb, te = (torch.tensor(a, requires_grad=True) for a in (base, exponent))
+    (tb ** te).sum().backward()
+    mb, me = (mg.tensor(a, requires_grad=True) for a in (base, exponent))
+    mg.sum(mb ** me).backward()
+    np.testing.assert_allclose(mb.grad.numpy(), tb.grad.numpy())
+    np.testing.assert_allclose(me.grad.numpy(), te.grad.numpy())

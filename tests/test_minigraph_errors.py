@@ -304,6 +304,99 @@ def requires_grad_on_integers():
     return trigger, ["mg.tensor", "int64"], at, "dtype='float32'"
 
 
+# --- inputs an adversarial run found escaping minigraph's own errors (issue 17) -----------------
+
+
+@bad(mg.ShapeError)
+def ragged_list_given_to_tensor():
+    trigger, at = (lambda: mg.tensor([[1.0, 2.0], [3.0]])), here()
+    return trigger, ["mg.tensor", "value[1] has 1 item but value[0] has 2"], at, "pad"
+
+
+@bad(mg.FeedError)
+def ragged_list_fed_to_a_placeholder():
+    with mg.Graph().as_default() as g:
+        x, at = mg.placeholder((None, 2), name="x"), here()
+        y = x * 2.0
+    return lambda: mg.Session(g).run(y, {x: [[1.0, 2.0], [3.0]]}), ["%x", "ragged"], at, "pad"
+
+
+@bad(mg.ShapeError)
+def ragged_operand_of_an_eager_op():
+    t = mg.tensor([1.0, 2.0])
+    trigger, at = (lambda: t + [[1.0], [2.0, 3.0]]), here()
+    return trigger, ["add", "ragged"], at, "pad"
+
+
+@bad(mg.ShapeError)
+def axis_that_is_not_an_int():
+    t = mg.tensor([1.0, 2.0])
+    trigger, at = (lambda: mg.sum(t, axis="a")), here()
+    return trigger, ["mg.sum", "axis='a'"], at, "a tuple of ints or None"
+
+
+@bad(mg.GraphError)
+def session_of_something_that_is_not_a_graph():
+    trigger, at = (lambda: mg.Session(3).run("x")), here()
+    return trigger, ["mg.Session(3)", "int"], at, "pass the graph you built"
+
+
+@bad(mg.ShapeError)
+def placeholder_with_shape_none():
+    with mg.Graph().as_default():
+        trigger, at = (lambda: mg.placeholder(None, name="x")), here()
+    return trigger, ["placeholder x", "None"], at, "(None, 3)"
+
+
+@bad(mg.ShapeError)
+def reshape_to_a_fractional_size():
+    t = mg.tensor([1.0, 2.0])
+    trigger, at = (lambda: mg.reshape(t, (2.5,))), here()
+    return trigger, ["mg.reshape", "(2.5,)"], at, "ints"
+
+
+@bad(mg.ShapeError)
+def one_hot_depth_given_as_a_float_after_an_int():
+    labels = mg.tensor([0, 1])
+    mg.one_hot(labels, 2)  # fills the shape-rule cache for depth 2
+    trigger, at = (lambda: mg.apply("one_hot", [labels], depth=2.0)), here()
+    return trigger, ["one_hot", "2.0"], at, "positive int"
+
+
+@bad(mg.GraphError)
+def cycle_made_through_node_inputs():
+    with mg.Graph().as_default() as g:
+        a = mg.placeholder((2,), name="a")
+        b, at = mg.exp(a, name="b"), here()
+        c = mg.add(a, b, name="c")
+    b.inputs = (c,)  # %b now reads %c, which reads %b
+    return lambda: mg.Session(g).run(c, {a: [1.0, 2.0]}), ["%b", "%c", "cycle"], at, \
+        "graph.validate()"
+
+
+@bad(mg.ShapeError)
+def conv2d_of_images_with_the_wrong_number_of_channels():
+    x, w = mg.tensor(np.zeros((1, 3, 8, 8))), mg.tensor(np.zeros((4, 1, 3, 3)))
+    trigger, at = (lambda: mg.conv2d(x, w)), here()
+    return trigger, ["conv2d", "3 channels", "expect 1"], at, "OIHW"
+
+
+@bad(mg.ShapeError)
+def pooling_window_larger_than_the_image():
+    with mg.Graph().as_default():
+        x = mg.placeholder((None, 1, 2, 2), name="x")
+        trigger, at = (lambda: mg.max_pool2d(x, 3)), here()
+    return trigger, ["%max_pool2d", "3x3 window", "2x2 image"], at, "smaller kernel"
+
+
+@bad(mg.ShapeError)
+def getitem_attr_of_the_wrong_kind_in_a_graph():
+    with mg.Graph().as_default():
+        x = mg.placeholder((None, 2), name="x")
+        trigger, at = (lambda: mg.apply("getitem", [x], index=("1:2",))), here()
+    return trigger, ["%getitem", "index=('1:2',)"], at, "basic slicing"
+
+
 # --- the test -----------------------------------------------------------------------------------
 
 

@@ -89,6 +89,7 @@ binary("mul", mg.mul, torch.mul)
 binary("div", mg.div, torch.div)
 binary("pow", mg.pow, torch.pow, kx="pos")
 binary("maximum", mg.maximum, torch.maximum, kx="even", ky="odd")
+binary("minimum", mg.minimum, torch.minimum, kx="even", ky="odd")
 
 
 def unary(name: str, mg_fn: Callable, torch_fn: Callable, kind: str = "any") -> None:
@@ -105,6 +106,16 @@ unary("tanh", mg.tanh, torch.tanh)
 unary("sigmoid", mg.sigmoid, torch.sigmoid)
 unary("relu", mg.relu, torch.relu)
 unary("identity", mg.identity, lambda x: x * 1)
+unary("square", mg.square, torch.square)
+unary("abs", mg.abs, torch.abs)
+
+
+@case("clip")
+def _clip(data: st.DataObject) -> Drawn:
+    low = data.draw(st.sampled_from([None, -0.1, -0.7]), label="min")
+    high = data.draw(st.sampled_from([None, 0.1, 0.9]), label="max")
+    return Drawn([values(data, shape(data))], lambda x: mg.clip(x, low, high),
+                 lambda x: x * 1 if low is None and high is None else torch.clamp(x, low, high))
 
 
 @case("where")
@@ -146,6 +157,24 @@ def _torch_reduce(fn: Callable) -> Callable:
 reduction("sum", mg.sum, _torch_reduce(torch.sum))
 reduction("mean", mg.mean, _torch_reduce(torch.mean))
 reduction("max", mg.max, _torch_reduce(torch.amax), kind="distinct")
+reduction("logsumexp", mg.logsumexp, _torch_reduce(torch.logsumexp))
+
+
+@case("var")
+def _var(data: st.DataObject) -> Drawn:
+    s = shape(data)
+    axis, keepdims = axis_attr(data, len(s)), data.draw(st.booleans(), label="keepdims")
+    axes = S.normalize_axes(axis, len(s))
+    n = math.prod(s[a] for a in axes)
+    ddof = data.draw(st.sampled_from([0, 1] if n > 1 else [0]), label="ddof")
+
+    def reference(x: torch.Tensor) -> torch.Tensor:
+        if not axes:
+            return x * 0  # the variance of each number alone (numpy reduces over no axes)
+        return torch.var(x, dim=axes, correction=ddof, keepdim=keepdims)
+
+    return Drawn([values(data, s)], lambda x: mg.var(x, axis=axis, keepdims=keepdims, ddof=ddof),
+                 reference)
 
 
 def softmax_like(name: str, mg_fn: Callable, torch_fn: Callable) -> None:
@@ -253,6 +282,113 @@ def _squeeze(data: st.DataObject) -> Drawn:
                  lambda x: torch.squeeze(x, at))
 
 
+# --- images: NCHW, OIHW weights -----------------------------------------------------------------
+
+F = torch.nn.functional
+
+
+def image_geometry(data: st.DataObject, pad: bool = True) -> dict[str, Any]:
+    """Random image, kernel, stride and padding with at least one output position."""
+    kh, kw = (data.draw(st.integers(1, 3), label="kernel") for _ in range(2))
+    sh, sw = (data.draw(st.integers(1, 3), label="stride") for _ in range(2))
+    ph, pw = (data.draw(st.integers(0, 1), label="padding") if pad else 0 for _ in range(2))
+    n, c = data.draw(st.integers(1, 2), label="n"), data.draw(st.integers(1, 2), label="c")
+    h = data.draw(st.integers(max(1, kh - 2 * ph), 5), label="h")
+    w = data.draw(st.integers(max(1, kw - 2 * pw), 5), label="w")
+    return {"image": (n, c, h, w), "kernel": (kh, kw), "stride": (sh, sw), "padding": (ph, pw)}
+
+
+def pooled_shape(geo: dict[str, Any]) -> tuple[int, ...]:
+    (n, c, h, w), (kh, kw), (sh, sw) = geo["image"], geo["kernel"], geo["stride"]
+    return n, c, (h - kh) // sh + 1, (w - kw) // sw + 1
+
+
+def conv_geometry(data: st.DataObject) -> tuple[dict, dict, tuple, tuple]:
+    """Image geometry, conv2d's keyword arguments, the weights' and the output's shapes."""
+    geo = image_geometry(data)
+    out_c = data.draw(st.integers(1, 3), label="out channels")
+    kw = dict(stride=geo["stride"], padding=geo["padding"])
+    weights = (out_c, geo["image"][1], *geo["kernel"])
+    out = tuple(F.conv2d(torch.zeros(geo["image"]), torch.zeros(weights), **kw).shape)
+    return geo, kw, weights, out
+
+
+@case("conv2d")
+def _conv2d(data: st.DataObject) -> Drawn:
+    geo, kw, weights, _ = conv_geometry(data)
+    return Drawn([values(data, geo["image"]), values(data, weights)],
+                 lambda x, w: mg.conv2d(x, w, **kw), lambda x, w: F.conv2d(x, w, **kw),
+                 wrt=(0, 1))
+
+
+@case("conv2d_input_grad")
+def _conv2d_input_grad(data: st.DataObject) -> Drawn:
+    geo, kw, weights, out = conv_geometry(data)
+    return Drawn([values(data, out), values(data, weights), values(data, geo["image"])],
+                 lambda g, w, like: mg.apply("conv2d_input_grad", [g, w, like], **kw),
+                 lambda g, w, like: torch.nn.grad.conv2d_input(like.shape, w, g, **kw),
+                 wrt=(0, 1))
+
+
+@case("conv2d_weight_grad")
+def _conv2d_weight_grad(data: st.DataObject) -> Drawn:
+    geo, kw, weights, out = conv_geometry(data)
+    return Drawn([values(data, out), values(data, geo["image"]), values(data, weights)],
+                 lambda g, x, like: mg.apply("conv2d_weight_grad", [g, x, like], **kw),
+                 lambda g, x, like: torch.nn.grad.conv2d_weight(x, like.shape, g, **kw),
+                 wrt=(0, 1))
+
+
+def pooling(name: str, mg_fn: Callable, torch_fn: Callable, kind: str) -> None:
+    @case(name)
+    def draw(data: st.DataObject) -> Drawn:
+        geo = image_geometry(data, pad=False)
+        k, s = geo["kernel"], geo["stride"]
+        return Drawn([values(data, geo["image"], kind)], lambda x: mg_fn(x, k, stride=s),
+                     lambda x: torch_fn(x, k, stride=s))
+
+
+pooling("max_pool2d", mg.max_pool2d, F.max_pool2d, "distinct")
+pooling("avg_pool2d", mg.avg_pool2d, F.avg_pool2d, "any")
+
+
+def _torch_pool_grad(pool: Callable, k: tuple, s: tuple) -> Callable:
+    """PyTorch's gradient of ``pool`` at x applied to g, differentiable in g."""
+    def grad(g: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        with torch.enable_grad():
+            x = x.detach().requires_grad_()
+            return torch.autograd.grad(pool(x, k, stride=s), x, g, create_graph=True)[0]
+    return grad
+
+
+def pool_helper(name: str, pool: Callable, kind: str) -> None:
+    @case(name)
+    def draw(data: st.DataObject) -> Drawn:
+        geo = image_geometry(data, pad=False)
+        k, s = geo["kernel"], geo["stride"]
+        return Drawn([values(data, pooled_shape(geo)), values(data, geo["image"], kind)],
+                     lambda g, x: mg.apply(name, [g, x], kernel_size=k, stride=s),
+                     _torch_pool_grad(pool, k, s))
+
+
+pool_helper("max_pool2d_grad", F.max_pool2d, "distinct")
+pool_helper("avg_pool2d_grad", F.avg_pool2d, "any")
+
+
+@case("max_pool2d_select")
+def _max_pool2d_select(data: st.DataObject) -> Drawn:
+    geo = image_geometry(data, pad=False)
+    k, s = geo["kernel"], geo["stride"]
+
+    def reference(u: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        pooled, where = F.max_pool2d(x, k, stride=s, return_indices=True)
+        return u.flatten(2).gather(2, where.flatten(2)).view_as(pooled)
+
+    return Drawn([values(data, geo["image"]), values(data, geo["image"], "distinct")],
+                 lambda u, x: mg.apply("max_pool2d_select", [u, x], kernel_size=k, stride=s),
+                 reference)
+
+
 # --- the ops gradients are made of: the second input only lends its run-time shape -----------
 
 
@@ -323,10 +459,26 @@ def _graph(d: Drawn, cotangent: np.ndarray, unknown: bool) -> tuple[np.ndarray, 
             grads, dict(zip(phs, d.arrays, strict=True)))
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+#: Image ops cost more per example (central differences over every pixel): fewer examples.
+IMAGE_CASES = sorted(name for name in CASES if "conv" in name or "pool" in name)
+
+
+@pytest.mark.parametrize("name", sorted(set(CASES) - set(IMAGE_CASES)))
 @SETTINGS
 @given(data=st.data())
 def test_gradient_matches_torch_and_central_differences(name: str, data: st.DataObject) -> None:
+    check_against_torch(name, data)
+
+
+@pytest.mark.parametrize("name", IMAGE_CASES)
+@settings(SETTINGS, max_examples=8)
+@given(data=st.data())
+def test_image_op_gradient_matches_torch_and_central_differences(name: str,
+                                                                 data: st.DataObject) -> None:
+    check_against_torch(name, data)
+
+
+def check_against_torch(name: str, data: st.DataObject) -> None:
     d = CASES[name](data)
     with torch.no_grad():
         out_shape = d.torch_fn(*map(torch.tensor, d.arrays)).shape

@@ -44,12 +44,16 @@ from .errors import (
     UnknownOpError,
 )
 from .functional import (
+    abs,
     add,
     apply,
+    avg_pool2d,
     broadcast_like,
     broadcast_to,
     cast,
+    clip,
     concat,
+    conv2d,
     cross_entropy,
     div,
     equal,
@@ -64,10 +68,13 @@ from .functional import (
     less_equal,
     log,
     log_softmax,
+    logsumexp,
     matmul,
     max,
+    max_pool2d,
     maximum,
     mean,
+    minimum,
     mul,
     neg,
     not_equal,
@@ -80,12 +87,14 @@ from .functional import (
     size,
     softmax,
     sqrt,
+    square,
     squeeze,
     sub,
     sum,
     tanh,
     transpose,
     unbroadcast,
+    var,
     where,
 )
 from .graph import (
@@ -115,6 +124,7 @@ from .profile import Profile, profile
 
 # isort: split
 # tracing, control flow, saving
+from . import autograph  # noqa: F401 (installs itself as mg.function's autograph=True)
 from .control_flow import cond, while_loop
 from .serialize import LoadedFunction, load, save
 from .tracing import ConcreteFunction, Function, function
@@ -138,6 +148,7 @@ __all__ = [
     "where", "cast", "sum", "mean", "max", "softmax", "log_softmax", "cross_entropy", "one_hot",
     "matmul", "reshape", "transpose", "broadcast_to", "getitem", "concat", "expand_dims",
     "squeeze", "ones_like", "size", "unbroadcast", "broadcast_like", "getitem_grad",
+    "minimum", "square", "abs", "clip", "logsumexp", "var", "conv2d", "max_pool2d", "avg_pool2d",
     # optimization, codegen, memory, profiling
     "optimize", "codegen", "CompiledGraph", "memory_plan", "MemoryPlan", "profile", "Profile",
     # tracing, control flow, saving

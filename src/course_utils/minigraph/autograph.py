@@ -52,6 +52,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from . import tracing
 from .control_flow import BranchGraph, _cond, _enclosing_graph, _while
 from .eager import Tensor
 from .errors import TracingError, user_source
@@ -383,3 +384,6 @@ def _def(name: str, params: list[str], body: list[ast.stmt], where: ast.stmt) ->
                 delattr(n, attr)
     fdef.body = body or [ast.Pass()]
     return _at(fdef, where)
+
+
+tracing.AUTOGRAPH = convert  # mg.function(fn, autograph=True) calls it (see tracing.AUTOGRAPH)

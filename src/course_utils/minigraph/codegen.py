@@ -91,11 +91,15 @@ EXACT_DTYPE = {"identity", "transpose", "reshape", "getitem", "expand_dims", "sq
                "broadcast_to", "broadcast_like", "ones_like", "getitem_grad", "cast", "one_hot",
                "size", "softmax", "log_softmax", "cross_entropy", "mean"}
 #: ... and for these when every float input already has the result's dtype (int sums widen).
-FLOAT_EXACT = {"sum", "max", "unbroadcast", "where", "concat", "sigmoid"}
+FLOAT_EXACT = {"sum", "max", "unbroadcast", "where", "concat", "sigmoid", "logsumexp", "var",
+               "conv2d", "conv2d_input_grad", "conv2d_weight_grad", "max_pool2d", "avg_pool2d",
+               "max_pool2d_grad", "max_pool2d_select", "avg_pool2d_grad"}
 #: Ops whose result never shares memory with an input (so a dead input's buffer may be reused).
 NON_ALIASING = {"where", "cast", "sum", "mean", "max", "softmax", "log_softmax", "cross_entropy",
                 "unbroadcast", "broadcast_like", "broadcast_to", "concat", "getitem_grad",
-                "ones_like", "size", "one_hot", "sigmoid", "assign", "assign_sub"}
+                "ones_like", "size", "one_hot", "sigmoid", "assign", "assign_sub", "logsumexp",
+                "var", "conv2d", "conv2d_input_grad", "conv2d_weight_grad", "max_pool2d",
+                "avg_pool2d", "max_pool2d_grad", "max_pool2d_select", "avg_pool2d_grad"}
 #: Ops whose array result is new and writable (a later op may write into it once it is dead).
 FRESH = NON_ALIASING - {"assign", "assign_sub", "size"}
 

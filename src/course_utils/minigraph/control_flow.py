@@ -43,6 +43,7 @@ import numpy as np
 
 import course_utils.minigraph as mg
 
+from . import attrs as A
 from . import shapes as S
 from .eager import Tensor
 from .errors import DTypeError, GradientError, ShapeError, TracingError, user_source
@@ -400,10 +401,13 @@ def _tuple_get_vjp(g: Any, out: Node, t: Node, index: int, **types: Any) -> tupl
 
 
 # Registered like any op of your own (the op tests compare the built-in numeric ops to PyTorch).
+_GRAPH = A.instance_of(Graph, "an mg.Graph")
 register_op(Op("cond", _cond_impl, _cond_rule, _cond_vjp,
-               doc="run sub-graph true_fn or false_fn on the operands, as the scalar pred says"))
+               doc="run sub-graph true_fn or false_fn on the operands, as the scalar pred says",
+               attrs={"true_fn": _GRAPH, "false_fn": _GRAPH}))
 register_op(Op("while_loop", _while_impl, _while_rule, _while_vjp,
-               doc="while cond_fn(vars, ...): vars = body_fn(vars, ...); the final vars"))
+               doc="while cond_fn(vars, ...): vars = body_fn(vars, ...); the final vars",
+               attrs={"cond_fn": _GRAPH, "body_fn": _GRAPH}))
 register_op(Op("tuple_get", lambda t, index, shape, dtype: t[index], _tuple_get_rule,
-               _tuple_get_vjp,
-               doc="result `index` of a cond or while_loop node"))
+               _tuple_get_vjp, doc="result `index` of a cond or while_loop node",
+               attrs={"index": A.integer, "shape": A.shape, "dtype": A.dtype_name}))

@@ -242,7 +242,14 @@ class Tensor(Operators):
 
 def tensor(data: Any, requires_grad: bool = False, dtype: Any = None) -> Tensor:
     """A new eager tensor (a copy of ``data``). Python floats give float32, arrays keep dtype."""
-    arr = np.array(S.as_array(data.numpy() if isinstance(data, Tensor) else data, dtype=dtype))
+    try:
+        arr = np.array(S.as_array(data.numpy() if isinstance(data, Tensor) else data,
+                                  dtype=dtype))
+    except (ShapeError, DTypeError) as e:
+        raise type(e)(f"mg.tensor at {user_source()}: {e}") from None
+    except (TypeError, ValueError) as e:  # numpy could not convert to the dtype you asked for
+        raise DTypeError(f"mg.tensor at {user_source()}: cannot make a {dtype} array of this "
+                         f"value ({e})") from None
     if requires_grad and not S.is_float(arr.dtype):
         raise DTypeError(f"mg.tensor at {user_source()}: only floating-point tensors can require "
                          f"grad, got {arr.dtype}; pass floats or dtype='float32'")
@@ -251,7 +258,10 @@ def tensor(data: Any, requires_grad: bool = False, dtype: Any = None) -> Tensor:
 
 def run_op(op: Op, inputs: tuple, attrs: dict[str, Any]) -> Tensor:
     """The eager half of ``mg.apply``: check shapes, run ``op.impl`` now, record on the tape."""
-    ts = _as_tensors(inputs)
+    try:
+        ts = _as_tensors(inputs)
+    except (ShapeError, DTypeError) as e:
+        raise type(e)(f"while running {op.name} at {user_source()}: an input: {e}") from None
     arrays = [t._data for t in ts]
     try:
         shape, dtype = _shape_rule(op, arrays, attrs)
@@ -314,10 +324,18 @@ _RULE_CACHE_SIZE = 4096
 _signature = operator.attrgetter("shape", "dtype")  # of an array: all a shape rule looks at
 
 
+def _attr_type(value: Any) -> Any:
+    return tuple(map(type, value)) if type(value) is tuple else type(value)
+
+
 def _shape_rule(op: Op, arrays: list[np.ndarray], attrs: dict[str, Any]) -> tuple:
     """``op.shape_rule(*arrays, **attrs)``, remembered per (rule, shapes, dtypes, attrs)."""
     try:
-        key = (op.shape_rule, *map(_signature, arrays), *attrs.items())
+        # Attr types are part of the key: 2 == 2.0 and hash alike, but one_hot(l, 2.0) must
+        # still meet the rule that refuses a float depth.
+        key = (op.shape_rule, *map(_signature, arrays), *attrs.items(),
+               *map(_attr_type, attrs.values())) if attrs else (op.shape_rule,
+                                                                *map(_signature, arrays))
         return _RULE_CACHE[key]
     except KeyError:
         pass

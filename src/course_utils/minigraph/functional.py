@@ -17,13 +17,15 @@ NB: JAX's ``bind`` plays the same role, choosing an interpreter from the inputs.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import numpy as np
 
+from . import attrs as A
 from . import shapes as S
 from .eager import run_op
-from .errors import DTypeError, GraphError, ShapeError, UnknownOpError, user_source
+from .errors import GraphError, ShapeError, UnknownOpError, user_source
 from .graph import Node, get_default_graph
 from .ops import Op, get_op
 
@@ -90,9 +92,35 @@ def maximum(x: Any, y: Any, name: str | None = None) -> Any:
     return apply("maximum", (x, y), name=name)
 
 
+def minimum(x: Any, y: Any, name: str | None = None) -> Any:
+    """The smaller of ``x`` and ``y``, elementwise (a tie sends the gradient to ``x``)."""
+    return apply("minimum", (x, y), name=name)
+
+
+def clip(x: Any, min: float | None = None, max: float | None = None,  # noqa: A002
+         name: str | None = None) -> Any:
+    """``x`` limited to ``[min, max]``; a ``None`` bound is no bound. The gradient passes
+    where ``min <= x <= max``. NB: ``np.clip``; PyTorch calls it ``torch.clamp`` (alias
+    ``torch.clip``). The bounds are numbers; for tensor bounds use ``mg.maximum``/``mg.minimum``.
+    """
+    bounds = {key: _checked(A.number_or_none, value, "clip", key)
+              for key, value in (("min", min), ("max", max))}
+    return apply("clip", (x,), name=name, **bounds)
+
+
 def neg(x: Any, name: str | None = None) -> Any:
     """``-x``."""
     return apply("neg", (x,), name=name)
+
+
+def square(x: Any, name: str | None = None) -> Any:
+    """``x * x``."""
+    return apply("square", (x,), name=name)
+
+
+def abs(x: Any, name: str | None = None) -> Any:  # noqa: A001 (mg.abs, like np.abs)
+    """``|x|``; its gradient at 0 is 0, as PyTorch's."""
+    return apply("abs", (x,), name=name)
 
 
 def exp(x: Any, name: str | None = None) -> Any:
@@ -167,7 +195,7 @@ def where(cond: Any, x: Any, y: Any, name: str | None = None) -> Any:
 
 def cast(x: Any, dtype: Any, name: str | None = None) -> Any:
     """``x`` converted to ``dtype`` (``"float32"``, ``"int64"``, ...)."""
-    return apply("cast", (x,), name=name, dtype=_dtype_name(dtype))
+    return apply("cast", (x,), name=name, dtype=_dtype_name(dtype, "cast"))
 
 
 # --- reductions and losses ----------------------------------------------------------------------
@@ -175,27 +203,54 @@ def cast(x: Any, dtype: Any, name: str | None = None) -> Any:
 
 def sum(x: Any, axis: S.Axis = None, keepdims: bool = False, name: str | None = None) -> Any:  # noqa: A001
     """Sum over ``axis`` (all axes by default)."""
-    return apply("sum", (x,), name=name, axis=_axis(axis), keepdims=keepdims)
+    return _reduce("sum", x, axis, keepdims, name)
 
 
 def mean(x: Any, axis: S.Axis = None, keepdims: bool = False, name: str | None = None) -> Any:
     """Mean over ``axis`` (all axes by default)."""
-    return apply("mean", (x,), name=name, axis=_axis(axis), keepdims=keepdims)
+    return _reduce("mean", x, axis, keepdims, name)
 
 
 def max(x: Any, axis: S.Axis = None, keepdims: bool = False, name: str | None = None) -> Any:  # noqa: A001
     """Maximum over ``axis``; ties share the gradient equally."""
-    return apply("max", (x,), name=name, axis=_axis(axis), keepdims=keepdims)
+    return _reduce("max", x, axis, keepdims, name)
+
+
+def logsumexp(x: Any, axis: S.Axis = None, keepdims: bool = False,
+              name: str | None = None) -> Any:
+    """``log(sum(exp(x)))`` over ``axis``, without overflow; its gradient is the softmax.
+
+    NB: ``torch.logsumexp`` (which needs ``dim``); ``scipy.special.logsumexp``.
+    """
+    return _reduce("logsumexp", x, axis, keepdims, name)
+
+
+def var(x: Any, axis: S.Axis = None, keepdims: bool = False, ddof: int = 0,
+        name: str | None = None) -> Any:
+    """Variance over ``axis``: the mean squared deviation, divided by ``n - ddof``.
+
+    NB: ``ddof=0`` is numpy's default; ``torch.var`` defaults to the unbiased estimate
+    (``correction=1``), which is ``ddof=1`` here.
+    """
+    return apply("var", (x,), name=name, axis=_axis(axis, "var"),
+                 keepdims=_checked(A.boolean, keepdims, "var", "keepdims"),
+                 ddof=_checked(A.integer, ddof, "var", "ddof"))
+
+
+def _reduce(op: str, x: Any, axis: Any, keepdims: Any, name: str | None) -> Any:
+    return apply(op, (x,), name=name, axis=_axis(axis, op),
+                 keepdims=_checked(A.boolean, keepdims, op, "keepdims"))
 
 
 def softmax(x: Any, axis: int = -1, name: str | None = None) -> Any:
     """``exp(x) / sum(exp(x))`` along ``axis``."""
-    return apply("softmax", (x,), name=name, axis=axis)
+    return apply("softmax", (x,), name=name, axis=_checked(A.integer, axis, "softmax", "axis"))
 
 
 def log_softmax(x: Any, axis: int = -1, name: str | None = None) -> Any:
     """``log(softmax(x))``, computed without overflow."""
-    return apply("log_softmax", (x,), name=name, axis=axis)
+    return apply("log_softmax", (x,), name=name,
+                 axis=_checked(A.integer, axis, "log_softmax", "axis"))
 
 
 def cross_entropy(logits: Any, labels: Any, name: str | None = None) -> Any:
@@ -209,7 +264,9 @@ def cross_entropy(logits: Any, labels: Any, name: str | None = None) -> Any:
 
 def one_hot(labels: Any, depth: int, dtype: Any = "float32", name: str | None = None) -> Any:
     """Rows of the ``depth x depth`` identity picked by integer ``labels``."""
-    return apply("one_hot", (labels,), name=name, depth=depth, dtype=_dtype_name(dtype))
+    return apply("one_hot", (labels,), name=name,
+                 depth=_checked(A.positive_int, depth, "one_hot", "depth"),
+                 dtype=_dtype_name(dtype, "one_hot"))
 
 
 # --- shapes -------------------------------------------------------------------------------------
@@ -222,18 +279,21 @@ def matmul(x: Any, y: Any, name: str | None = None) -> Any:
 
 def reshape(x: Any, shape: Any, name: str | None = None) -> Any:
     """The same elements in ``shape`` (one entry may be -1: inferred)."""
-    shape = (shape,) if isinstance(shape, int) else tuple(int(d) for d in shape)
-    return apply("reshape", (x,), name=name, shape=shape)
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else shape
+    return apply("reshape", (x,), name=name,
+                 shape=_checked(A.target_shape, shape, "reshape", "shape"))
 
 
 def transpose(x: Any, axes: Any = None, name: str | None = None) -> Any:
     """Axes permuted by ``axes`` (reversed by default)."""
-    return apply("transpose", (x,), name=name, axes=None if axes is None else tuple(axes))
+    return apply("transpose", (x,), name=name,
+                 axes=_checked(A.permutation, axes, "transpose", "axes"))
 
 
 def broadcast_to(x: Any, shape: Any, name: str | None = None) -> Any:
     """``x`` repeated to the fully known ``shape``."""
-    return apply("broadcast_to", (x,), name=name, shape=tuple(shape))
+    return apply("broadcast_to", (x,), name=name,
+                 shape=_checked(A.shape, shape, "broadcast_to", "shape"))
 
 
 def getitem(x: Any, index: Any, name: str | None = None) -> Any:
@@ -243,17 +303,57 @@ def getitem(x: Any, index: Any, name: str | None = None) -> Any:
 
 def concat(xs: Any, axis: int = 0, name: str | None = None) -> Any:
     """The values in ``xs`` joined along ``axis``."""
-    return apply("concat", tuple(xs), name=name, axis=axis)
+    return apply("concat", tuple(xs), name=name, axis=_checked(A.integer, axis, "concat", "axis"))
 
 
 def expand_dims(x: Any, axis: S.Axis, name: str | None = None) -> Any:
     """``x`` with size-1 axes inserted at ``axis``."""
-    return apply("expand_dims", (x,), name=name, axis=_axis(axis))
+    return apply("expand_dims", (x,), name=name, axis=_axis(axis, "expand_dims"))
 
 
 def squeeze(x: Any, axis: S.Axis, name: str | None = None) -> Any:
     """``x`` with the size-1 axes ``axis`` removed."""
-    return apply("squeeze", (x,), name=name, axis=_axis(axis))
+    return apply("squeeze", (x,), name=name, axis=_axis(axis, "squeeze"))
+
+
+# --- images: NCHW, conv weights OIHW (PyTorch's layouts) ----------------------------------------
+
+
+def conv2d(x: Any, w: Any, b: Any = None, stride: Any = 1, padding: Any = 0,
+           name: str | None = None) -> Any:
+    """2-d convolution of images ``x`` (N, C, H, W) with weights ``w`` (O, C, kh, kw), plus an
+    optional bias ``b`` (O,); ``stride`` and ``padding`` (zeros) are one int or (height, width).
+
+    The output is (N, O, Ho, Wo) with ``Ho = (H + 2 * padding - kh) // stride + 1``. Computed by
+    im2col (see ``course_utils.minigraph.conv``); a bias is one broadcast ``add`` after it.
+    NB: ``torch.nn.functional.conv2d(x, w, b, stride, padding)``, and like it a
+    cross-correlation (the kernel is not flipped).
+    """
+    out = apply("conv2d", (x, w), name=name if b is None else None,
+                stride=_checked(A.pair, stride, "conv2d", "stride"),
+                padding=_checked(A.padding, padding, "conv2d", "padding"))
+    if b is None:
+        return out
+    return add(out, reshape(b, (-1, 1, 1)), name=name)
+
+
+def max_pool2d(x: Any, kernel_size: Any, stride: Any = None, name: str | None = None) -> Any:
+    """The max of each ``kernel_size`` window of images ``x`` (N, C, H, W); windows are
+    ``stride`` apart (default: ``kernel_size``, so they do not overlap). NB: PyTorch's
+    ``F.max_pool2d``; the gradient goes to the first maximum of a window, as there."""
+    return _pool("max_pool2d", x, kernel_size, stride, name)
+
+
+def avg_pool2d(x: Any, kernel_size: Any, stride: Any = None, name: str | None = None) -> Any:
+    """The mean of each ``kernel_size`` window of images ``x`` (N, C, H, W), ``stride`` apart
+    (default: ``kernel_size``). NB: PyTorch's ``F.avg_pool2d`` without padding."""
+    return _pool("avg_pool2d", x, kernel_size, stride, name)
+
+
+def _pool(op: str, x: Any, kernel_size: Any, stride: Any, name: str | None) -> Any:
+    kernel = _checked(A.pair, kernel_size, op, "kernel_size")
+    stride = kernel if stride is None else _checked(A.pair, stride, op, "stride")
+    return apply(op, (x,), name=name, kernel_size=kernel, stride=stride)
 
 
 def ones_like(x: Any, name: str | None = None) -> Any:
@@ -263,7 +363,8 @@ def ones_like(x: Any, name: str | None = None) -> Any:
 
 def size(x: Any, axis: S.Axis = None, dtype: Any = "float32", name: str | None = None) -> Any:
     """The number of elements of ``x`` along ``axis`` (all by default), as a scalar."""
-    return apply("size", (x,), name=name, axis=_axis(axis), dtype=_dtype_name(dtype))
+    return apply("size", (x,), name=name, axis=_axis(axis, "size"),
+                 dtype=_dtype_name(dtype, "size"))
 
 
 # --- the helpers gradients are made of ----------------------------------------------------------
@@ -290,13 +391,19 @@ def getitem_grad(g: Any, like: Any, index: Any, name: str | None = None) -> Any:
     return apply("getitem_grad", (g, like), name=name, index=_index(index))
 
 
-def _axis(axis: Any) -> S.Axis:
+def _checked(kind: A.Kind, value: Any, fn: str, arg: str) -> Any:
+    """``kind(value)``, or the minigraph error of that kind naming ``mg.fn``, the argument and
+    your line."""
+    try:
+        return kind(value)
+    except ValueError as e:
+        raise A.ERRORS.get(kind, GraphError)(f"mg.{fn} at {user_source()}: {arg}="
+                                             f"{A._short(value)}: {e}") from None
+
+
+def _axis(axis: Any, fn: str = "sum") -> S.Axis:
     """Axis attrs as plain ints or tuples, so graphs print and compare cleanly."""
-    if axis is None or isinstance(axis, int):
-        return axis
-    if isinstance(axis, (list, tuple)):
-        return tuple(int(a) for a in axis)
-    return int(axis)
+    return _checked(A.axis, axis, fn, "axis")
 
 
 def _index(index: Any) -> tuple:
@@ -306,9 +413,7 @@ def _index(index: Any) -> tuple:
         raise ShapeError(f"while building getitem at {user_source()}: {e}") from None
 
 
-def _dtype_name(dtype: Any) -> str:
-    try:
-        return np.dtype(dtype).name
-    except TypeError:
-        raise DTypeError(f"{dtype!r} (at {user_source()}) is not a numpy dtype name such as "
-                         f"'float32' or 'int64'") from None
+def _dtype_name(dtype: Any, fn: str = "cast") -> str:
+    with contextlib.suppress(TypeError, ValueError):  # if not, the check says what it wants
+        dtype = np.dtype(dtype).name
+    return _checked(A.dtype_name, dtype, fn, "dtype")

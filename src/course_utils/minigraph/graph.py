@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from . import attrs as A
 from . import shapes as S
 from .errors import DTypeError, GraphError, MinigraphError, ShapeError, TracingError, user_source
 from .operators import Operators
@@ -158,6 +159,9 @@ class Graph:
                 raise GraphError(_context(f"while building %{name} = {op.name}(...)", source,
                                           f"input {x!r} is not a node of this graph; build every "
                                           f"value of one computation in the same graph"))
+        if op.attrs is not None:  # declared: check each attr's kind (mg.attrs)
+            attrs = A.check(op, attrs, _context(f"while building %{name} = {op.name}(...)",
+                                                source, "").rstrip(": "))
         try:
             shape, dtype = op.shape_rule(*inputs, **attrs)
         except (ShapeError, DTypeError) as e:
@@ -183,8 +187,11 @@ class Graph:
                 raise GraphError(f"%{value.name} (defined at {value.source}) belongs to another "
                                  f"graph; build every value of one computation in the same graph")
             return value
-        return self.add_node("constant", (), {"value": _frozen(S.as_array(value, weak))},
-                             name="const")
+        try:
+            array = S.as_array(value, weak)
+        except (ShapeError, DTypeError) as e:
+            raise type(e)(f"an operand at {user_source()}: {e}") from None
+        return self.add_node("constant", (), {"value": _frozen(array)}, name="const")
 
     def _unique_name(self, base: str) -> str:
         if not base.isidentifier():
@@ -345,19 +352,25 @@ def reset_default_graph() -> None:
 
 def placeholder(shape: Any, dtype: Any = "float32", name: str | None = None) -> Node:
     """A value fed at run time: ``mg.placeholder((None, 2))`` takes any number of rows."""
+    label = f"placeholder {name + ' ' if name else ''}at {user_source()}"
     try:
-        attrs = {"shape": S.check_shape(shape), "dtype": np.dtype(dtype).name}
-    except TypeError:
-        raise DTypeError(f"placeholder dtype {dtype!r} at {user_source()} is not a numpy dtype "
-                         f"name such as 'float32' or 'int64'") from None
+        shape = S.check_shape(shape)
     except ShapeError as e:
-        raise ShapeError(f"placeholder {name or ''} at {user_source()}: {e}") from None
+        raise ShapeError(f"{label}: {e}") from None
+    try:
+        name_of = np.dtype(dtype).name
+    except (TypeError, ValueError):
+        name_of = None
+    if name_of not in A.DTYPES:
+        raise DTypeError(f"{label}: dtype {dtype!r} is not a numeric numpy dtype name such as "
+                         f"'float32' or 'int64'")
+    attrs = {"shape": shape, "dtype": name_of}
     return get_default_graph().add_node("placeholder", (), attrs, name=name or "placeholder")
 
 
 def constant(value: Any, dtype: Any = None, name: str | None = None) -> Node:
     """A fixed array in the graph; Python floats become float32, numpy arrays keep their dtype."""
-    attrs = {"value": _frozen(S.as_array(value, dtype=dtype))}
+    attrs = {"value": _frozen(_array("mg.constant", value, dtype))}
     return get_default_graph().add_node("constant", (), attrs, name=name or "const")
 
 
@@ -367,8 +380,18 @@ def Variable(initial_value: Any, name: str | None = None, dtype: Any = None) -> 
     NB: like TF1's ``tf.Variable``, it has no value until ``global_variables_initializer()``
     runs in a Session, and two Sessions hold two independent values.
     """
-    attrs = {"value": _frozen(S.as_array(initial_value, dtype=dtype))}
+    attrs = {"value": _frozen(_array("mg.Variable", initial_value, dtype))}
     return get_default_graph().add_node("variable", (), attrs, name=name or "variable")
+
+
+def _array(what: str, value: Any, dtype: Any) -> np.ndarray:
+    try:
+        return S.as_array(value, dtype=dtype)
+    except (ShapeError, DTypeError) as e:
+        raise type(e)(f"{what} at {user_source()}: {e}") from None
+    except (TypeError, ValueError) as e:  # numpy could not convert to the dtype you asked for
+        raise DTypeError(f"{what} at {user_source()}: cannot make a {dtype} array of this "
+                         f"value ({e})") from None
 
 
 def _state_op(op: str, ref: Any, value: Any, name: str | None) -> Node:

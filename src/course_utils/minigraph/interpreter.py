@@ -23,6 +23,7 @@ import numpy as np
 
 from .errors import (
     ExecutionError,
+    GraphError,
     MinigraphError,
     MissingFeedError,
     UninitializedVariableError,
@@ -61,9 +62,15 @@ class Interpreter:
 
     def _free_schedule(self) -> list[list[Node]]:
         """``free_after[i]``: the values no node after node i needs (outputs are never freed)."""
-        last = {n.name: i for i, n in enumerate(self.graph.nodes)}  # unused: free at once
+        position = {n.name: i for i, n in enumerate(self.graph.nodes)}
+        last = dict(position)  # a value nothing reads is freed at once
         for i, n in enumerate(self.graph.nodes):
             for x in n.inputs:
+                if position.get(x.name, i) >= i:  # an input must be computed before its user
+                    raise GraphError(
+                        f"%{n.name} = {n.op}(...) defined at {n.source} reads %{x.name}, which "
+                        f"is not computed before it: the graph has a cycle or nodes out of "
+                        f"order; graph.validate() names the first bad node")
                 last[x.name] = i
         kept = {n.name for n in self.graph.outputs}
         schedule: list[list[Node]] = [[] for _ in self.graph.nodes]

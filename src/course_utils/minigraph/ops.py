@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -33,6 +33,8 @@ import numpy as np
 # looked up when a rule runs, long after the package has finished importing.
 import course_utils.minigraph as mg
 
+from . import attrs as A
+from . import conv
 from . import shapes as S
 from .errors import GraphError, ShapeError, UnknownOpError
 
@@ -53,6 +55,9 @@ class Op:
         elementwise: output element i depends only on input elements i (fusion may merge it).
         stateful: reads or writes Session state; passes must not fold, merge or drop it.
         doc: one line saying what it computes.
+        attrs: what each attr may hold (attr name -> a kind from ``mg.attrs``): graphs check
+            their nodes' attrs against it, and ``mg.load`` refuses anything else. ``None``:
+            not declared (plain numbers, strings and tuples of them are accepted).
     """
 
     name: str
@@ -62,6 +67,7 @@ class Op:
     elementwise: bool = False
     stateful: bool = False
     doc: str = ""
+    attrs: Mapping[str, Callable[[Any], Any]] | None = field(default=None, compare=False)
 
     def __call__(self, *inputs: Any, name: str | None = None, **attrs: Any) -> Any:
         return mg.apply(self, inputs, name=name, **attrs)
@@ -117,9 +123,10 @@ def conform(value: Any, shape: S.Shape, dtype: np.dtype | None) -> Any:
 
 
 def _builtin(name: str, impl: Callable | None, rule: Callable, vjp: Callable | None = None,
-             doc: str = "", elementwise: bool = False, stateful: bool = False) -> None:
+             doc: str = "", elementwise: bool = False, stateful: bool = False,
+             attrs: Mapping[str, Callable] | None = None) -> None:
     _BUILTIN.add(name)
-    OPS[name] = Op(name, impl, rule, vjp, elementwise, stateful, doc)
+    OPS[name] = Op(name, impl, rule, vjp, elementwise, stateful, doc, dict(attrs or {}))
 
 
 # --- impls that need more than one numpy call -------------------------------------------------
@@ -197,13 +204,87 @@ def _static(shape: S.Shape, what: str) -> tuple[int, ...]:
 
 
 def _pow_vjp(g, out, x, y):
-    log_x = mg.log(mg.where(x > 0, x, 1))  # d(x**y)/dy = x**y log x, taken as 0 where x <= 0
-    return _sum_to(g * y * x ** (y - 1), x, y), _sum_to(g * out * log_x, y, x)
+    # d(x**y)/dx = y x**(y-1), which is 0 where y == 0: x**0 is 1 everywhere, also at x = 0,
+    # where y x**(y-1) would be 0 * inf = nan. So where y == 0 use any finite power: x**1.
+    # d(x**y)/dy = x**y log x, taken as 0 where x <= 0.
+    dx = g * y * x ** mg.where(mg.equal(y, 0), 1, y - 1)
+    log_x = mg.log(mg.where(x > 0, x, 1))
+    return _sum_to(dx, x, y), _sum_to(g * out * log_x, y, x)
 
 
 def _maximum_vjp(g, out, x, y):
     mask = x >= y  # ties send the whole gradient to x, as TensorFlow does
     return _sum_to(mg.where(mask, g, 0), x, y), _sum_to(mg.where(mask, 0, g), y, x)
+
+
+def _minimum_vjp(g, out, x, y):
+    mask = x <= y  # ties send the whole gradient to x, as in maximum
+    return _sum_to(mg.where(mask, g, 0), x, y), _sum_to(mg.where(mask, 0, g), y, x)
+
+
+def _abs_vjp(g, out, x):
+    return (mg.where(x > 0, g, mg.where(x < 0, -g, 0)),)  # 0 at x = 0, as PyTorch's sign(0)
+
+
+def _clip_vjp(g, out, x, min=None, max=None):  # noqa: A002 (np.clip's and torch.clamp's names)
+    # The gradient passes where min <= x <= max, bounds included (PyTorch's clamp does the same).
+    if max is not None:
+        g = mg.where(x > max, 0, g)
+    if min is not None:
+        g = mg.where(x < min, 0, g)
+    return (g,)
+
+
+def _logsumexp(x: np.ndarray, axis: S.Axis = None, keepdims: bool = False) -> np.ndarray:
+    m = np.max(x, axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0)  # shift by the max so exp cannot overflow
+    out = np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True)) + m
+    return out if keepdims else np.squeeze(out, axis=S.normalize_axes(axis, x.ndim))
+
+
+def _logsumexp_vjp(g, out, x, axis=None, keepdims=False):
+    return (_kept(g, x, axis, keepdims) * mg.exp(x - _kept(out, x, axis, keepdims)),)  # softmax
+
+
+def _var_vjp(g, out, x, axis=None, keepdims=False, ddof=0):
+    centered = x - mg.mean(x, axis=axis, keepdims=True)
+    n = mg.size(x, axis=axis, dtype=g.dtype.name) - ddof
+    return (centered * (_kept(g, x, axis, keepdims) * 2) / n,)
+
+
+def _conv2d_vjp(g, out, x, w, stride, padding):
+    return (mg.apply("conv2d_input_grad", (g, w, x), stride=stride, padding=padding),
+            mg.apply("conv2d_weight_grad", (g, x, w), stride=stride, padding=padding))
+
+
+# The two gradient helpers are linear in g: each one's vjp is conv2d or the other helper.
+def _conv2d_input_grad_vjp(gg, out, g, w, like, stride, padding):
+    return (mg.conv2d(gg, w, stride=stride, padding=padding),
+            mg.apply("conv2d_weight_grad", (g, gg, w), stride=stride, padding=padding), None)
+
+
+def _conv2d_weight_grad_vjp(gg, out, g, x, like, stride, padding):
+    return (mg.conv2d(x, gg, stride=stride, padding=padding),
+            mg.apply("conv2d_input_grad", (g, gg, x), stride=stride, padding=padding), None)
+
+
+def _pool(name: str) -> Callable:
+    """The vjp of a pooling op ``name``: apply its gradient helper ``name``_grad."""
+    def vjp(g, out, x, kernel_size, stride):
+        return (mg.apply(f"{name}_grad", (g, x), kernel_size=kernel_size, stride=stride),)
+    return vjp
+
+
+def _max_pool2d_grad_vjp(gg, out, g, x, kernel_size, stride):
+    return (mg.apply("max_pool2d_select", (gg, x), kernel_size=kernel_size, stride=stride), None)
+
+
+def _max_pool2d_select_vjp(gg, out, u, x, kernel_size, stride):
+    return (mg.apply("max_pool2d_grad", (gg, x), kernel_size=kernel_size, stride=stride), None)
+
+
+def _avg_pool2d_grad_vjp(gg, out, g, like, kernel_size, stride):
+    return (mg.avg_pool2d(gg, kernel_size, stride=stride), None)
 
 
 def _matmul_vjp(g, out, x, y):
@@ -247,6 +328,9 @@ def _cross_entropy_vjp(g, out, logits, labels):
 # fmt: off
 unary, binary = S.same_shape_rule, S.broadcast_rule
 float_unary, float_binary = S.float_only(unary), S.float_only(binary)
+REDUCE = {"axis": A.axis, "keepdims": A.boolean}
+CONV = {"stride": A.pair, "padding": A.padding}
+POOL = {"kernel_size": A.pair, "stride": A.pair}
 
 # elementwise arithmetic: numpy broadcasting; gradients summed back to each input's shape
 _builtin("add", np.add, binary, lambda g, out, x, y: (_sum_to(g, x, y), _sum_to(g, y, x)),
@@ -261,7 +345,13 @@ _builtin("div", np.divide, float_binary,
          "x / y", elementwise=True)
 _builtin("pow", np.power, float_binary, _pow_vjp, "x ** y", elementwise=True)
 _builtin("maximum", np.maximum, binary, _maximum_vjp, "the larger of x and y", elementwise=True)
+_builtin("minimum", np.minimum, binary, _minimum_vjp, "the smaller of x and y", elementwise=True)
 _builtin("neg", np.negative, unary, lambda g, out, x: (-g,), "-x", elementwise=True)
+_builtin("square", np.square, unary, lambda g, out, x: (g * (2 * x),), "x * x",
+         elementwise=True)
+_builtin("abs", np.absolute, unary, _abs_vjp, "|x|", elementwise=True)
+_builtin("clip", np.clip, unary, _clip_vjp, "x limited to [min, max] (a None bound: none)",
+         elementwise=True, attrs={"min": A.number_or_none, "max": A.number_or_none})
 
 # elementwise math on floats
 _builtin("exp", np.exp, float_unary, lambda g, out, x: (g * out,), "e ** x", elementwise=True)
@@ -289,28 +379,34 @@ _builtin("where", np.where, S.where_rule,
          "x where cond is true, else y", elementwise=True)
 _builtin("cast", lambda x, dtype: x.astype(dtype),
          lambda x, dtype: (tuple(x.shape), np.dtype(dtype)), _cast_vjp, "x converted to dtype",
-         elementwise=True)
+         elementwise=True, attrs={"dtype": A.dtype_name})
 
 # reductions and losses
 _builtin("sum", lambda x, axis=None, keepdims=False: np.sum(x, axis=axis, keepdims=keepdims),
          S.reduce_rule,
          lambda g, out, x, axis=None, keepdims=False:
              (mg.broadcast_like(_kept(g, x, axis, keepdims), x),),
-         "sum over axis")
+         "sum over axis", attrs=REDUCE)
 _builtin("mean", lambda x, axis=None, keepdims=False: np.mean(x, axis=axis, keepdims=keepdims),
          S.float_only(S.reduce_rule),
          lambda g, out, x, axis=None, keepdims=False:
              (mg.broadcast_like(_kept(g, x, axis, keepdims), x)
               / mg.size(x, axis=axis, dtype=g.dtype.name),),
-         "mean over axis")
+         "mean over axis", attrs=REDUCE)
 _builtin("max", lambda x, axis=None, keepdims=False: np.max(x, axis=axis, keepdims=keepdims),
-         S.reduce_rule, _max_vjp, "max over axis")
+         S.reduce_rule, _max_vjp, "max over axis", attrs=REDUCE)
+_builtin("logsumexp", _logsumexp, S.float_only(S.reduce_rule), _logsumexp_vjp,
+         "log(sum(exp(x))) over axis, computed stably", attrs=REDUCE)
+_builtin("var", lambda x, axis=None, keepdims=False, ddof=0:
+             np.var(x, axis=axis, keepdims=keepdims, ddof=ddof),
+         S.var_rule, _var_vjp, "variance over axis (divided by n - ddof)",
+         attrs={**REDUCE, "ddof": A.integer})
 _builtin("softmax", lambda x, axis=-1: np.exp(_log_softmax(x, axis)), S.softmax_rule,
          lambda g, out, x, axis=-1: (out * (g - mg.sum(g * out, axis=axis, keepdims=True)),),
-         "exp(x) / sum(exp(x)) along axis")
+         "exp(x) / sum(exp(x)) along axis", attrs={"axis": A.integer})
 _builtin("log_softmax", _log_softmax, S.softmax_rule,
          lambda g, out, x, axis=-1: (g - mg.exp(out) * mg.sum(g, axis=axis, keepdims=True),),
-         "log(softmax(x)), computed stably")
+         "log(softmax(x)), computed stably", attrs={"axis": A.integer})
 _builtin("cross_entropy", _cross_entropy, S.cross_entropy_rule, _cross_entropy_vjp,
          "-log softmax(logits)[label], one loss per row")
 
@@ -321,26 +417,36 @@ _builtin("matmul", np.matmul,
 _builtin("reshape", lambda x, shape: np.reshape(x, shape),
          lambda x, shape: (S.reshape_shape(x.shape, shape), x.dtype),
          lambda g, out, x, shape: (mg.reshape(g, _static(x.shape, "reshape")),),
-         "the same elements in a new shape")
+         "the same elements in a new shape", attrs={"shape": A.target_shape})
 _builtin("transpose", lambda x, axes=None: np.transpose(x, axes),
          lambda x, axes=None: (tuple(x.shape[a] for a in S.transpose_axes(len(x.shape), axes)),
                                x.dtype),
-         _transpose_vjp, "axes permuted (reversed by default)")
+         _transpose_vjp, "axes permuted (reversed by default)", attrs={"axes": A.permutation})
 _builtin("broadcast_to", lambda x, shape: np.broadcast_to(x, shape).copy(), S.broadcast_to_rule,
-         lambda g, out, x, shape: (mg.unbroadcast(g, x),), "x repeated to shape")
+         lambda g, out, x, shape: (mg.unbroadcast(g, x),), "x repeated to shape",
+         attrs={"shape": A.shape})
 _builtin("getitem", lambda x, index: x[index],
          lambda x, index: (S.index_shape(tuple(x.shape), index), x.dtype),
-         lambda g, out, x, index: (mg.getitem_grad(g, x, index),), "x[index], basic slicing")
+         lambda g, out, x, index: (mg.getitem_grad(g, x, index),), "x[index], basic slicing",
+         attrs={"index": A.index})
 _builtin("concat", lambda *xs, axis=0: np.concatenate(xs, axis=axis),
          lambda *xs, axis=0: (S.concat_shape([tuple(x.shape) for x in xs], axis),
                               S.result_dtype(*(x.dtype for x in xs))),
-         _concat_vjp, "inputs joined along axis")
+         _concat_vjp, "inputs joined along axis", attrs={"axis": A.integer})
 _builtin("expand_dims", lambda x, axis: np.expand_dims(x, axis), S.expand_dims_rule,
          lambda g, out, x, axis: (mg.squeeze(g, S.normalize_axes(axis, out.ndim)),),
-         "x with size-1 axes inserted")
+         "x with size-1 axes inserted", attrs={"axis": A.axis})
 _builtin("squeeze", lambda x, axis: np.squeeze(x, axis), S.squeeze_rule,
          lambda g, out, x, axis: (mg.expand_dims(g, S.normalize_axes(axis, x.ndim)),),
-         "x with size-1 axes removed")
+         "x with size-1 axes removed", attrs={"axis": A.axis})
+
+# convolution and pooling on images (NCHW; conv weights OIHW), by im2col: see conv.py
+_builtin("conv2d", conv.conv2d, S.conv2d_rule, _conv2d_vjp,
+         "2-d convolution (cross-correlation) of NCHW images with OIHW weights", attrs=CONV)
+_builtin("max_pool2d", conv.max_pool2d, S.pool_rule, _pool("max_pool2d"),
+         "the max of each kernel_size window, stride apart", attrs=POOL)
+_builtin("avg_pool2d", conv.avg_pool2d, S.float_only(S.pool_rule), _pool("avg_pool2d"),
+         "the mean of each kernel_size window, stride apart", attrs=POOL)
 
 # helpers that gradients are built from: they read another input's run-time shape, so they also
 # work when the batch size is None. NB: TensorFlow does the same with Shape/BroadcastGradientArgs.
@@ -351,19 +457,35 @@ _builtin("broadcast_like", lambda x, like: np.broadcast_to(x, like.shape).copy()
          lambda g, out, x, like: (mg.unbroadcast(g, x), None), "x repeated to like's shape")
 _builtin("getitem_grad", _getitem_grad, lambda g, like, index: (tuple(like.shape), g.dtype),
          lambda gg, out, g, like, index: (mg.getitem(gg, index), None),
-         "zeros like `like`, with g written at index (NB: TF's StridedSliceGrad)")
-_builtin("size", _size, S.size_rule, None, "number of elements along axis, as a scalar")
+         "zeros like `like`, with g written at index (NB: TF's StridedSliceGrad)",
+         attrs={"index": A.index})
+_builtin("conv2d_input_grad", conv.conv2d_input_grad, S.conv2d_grad_rule,
+         _conv2d_input_grad_vjp, "d conv2d(x, w) / dx applied to g (x shaped like `like`)",
+         attrs=CONV)
+_builtin("conv2d_weight_grad", conv.conv2d_weight_grad, S.conv2d_grad_rule,
+         _conv2d_weight_grad_vjp, "d conv2d(x, w) / dw applied to g (w shaped like `like`)",
+         attrs=CONV)
+_builtin("max_pool2d_grad", conv.max_pool2d_grad, S.pool_grad_rule, _max_pool2d_grad_vjp,
+         "each window's g sent to where x has its max", attrs=POOL)
+_builtin("max_pool2d_select", conv.max_pool2d_select, S.pool_select_rule,
+         _max_pool2d_select_vjp, "u read where each window of x has its max", attrs=POOL)
+_builtin("avg_pool2d_grad", conv.avg_pool2d_grad, S.pool_grad_rule, _avg_pool2d_grad_vjp,
+         "each window's g shared by its cells", attrs=POOL)
+_builtin("size", _size, S.size_rule, None, "number of elements along axis, as a scalar",
+         attrs={"axis": A.axis, "dtype": A.dtype_name})
 _builtin("ones_like", np.ones_like, unary, None, "ones of x's shape and dtype", elementwise=True)
-_builtin("one_hot", _one_hot, S.one_hot_rule, None, "rows of the identity picked by labels")
+_builtin("one_hot", _one_hot, S.one_hot_rule, None, "rows of the identity picked by labels",
+         attrs={"depth": A.positive_int, "dtype": A.dtype_name})
 
 # graph-only ops, run by the Interpreter itself (impl None): sources of values, and state.
 # NB: TensorFlow's Placeholder, VariableV2, Const, Assign, AssignSub, NoOp (tf.group).
 _builtin("placeholder", None, lambda shape, dtype: (tuple(shape), np.dtype(dtype)), None,
-         "a value fed at run time (feed_dict)")
+         "a value fed at run time (feed_dict)", attrs={"shape": A.shape, "dtype": A.dtype_name})
 _builtin("constant", lambda value: value, lambda value: (value.shape, value.dtype), None,
-         "a fixed array, kept in attrs['value']")
+         "a fixed array, kept in attrs['value']", attrs={"value": A.array})
 _builtin("variable", None, lambda value: (value.shape, value.dtype), None,
-         "state held by each Session; attrs['value'] is the initial value", stateful=True)
+         "state held by each Session; attrs['value'] is the initial value", stateful=True,
+         attrs={"value": A.array})
 _builtin("assign", None, S.state_rule, None, "store value in the variable", stateful=True)
 _builtin("assign_sub", None, S.state_rule, None, "variable -= value", stateful=True)
 _builtin("group", None, lambda *deps: ((), None), None, "run the inputs, produce nothing",

@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from . import shapes as S
-from .errors import FeedError, GraphError, MinigraphError, MissingFeedError
+from .errors import FeedError, GraphError, MinigraphError, MissingFeedError, user_source
 from .graph import Graph, Node, get_default_graph
 from .interpreter import Interpreter
 from .ops import OPS
@@ -70,10 +70,21 @@ def prune(graph: Graph, outputs: list[Node], fed: Iterable[str] = ()) -> Graph:
             attrs: dict[str, Any] = {"shape": n.shape, "dtype": n.dtype.name}
             copies[n.name] = pruned.add_node("placeholder", (), attrs, name=n.name, source=n.source)
         else:
+            for x in n.inputs:
+                if x.name not in copies:
+                    raise _out_of_order(n, x)
             inputs = tuple(copies[x.name] for x in n.inputs)
             copies[n.name] = pruned.add_node(n.op, inputs, n.attrs, name=n.name, source=n.source)
     pruned.outputs = [copies[n.name] for n in outputs]
     return pruned
+
+
+def _out_of_order(node: Node, x: Node) -> GraphError:
+    return GraphError(
+        f"%{node.name} = {node.op}(...) defined at {node.source} reads %{x.name}, which does not "
+        f"come before it in the graph: the graph has a cycle (a node that depends on itself, e.g. "
+        f"through an edited node.inputs) or nodes out of order. graph.validate() names the first "
+        f"bad node; build values only from values that already exist")
 
 
 class _Plan(NamedTuple):
@@ -93,6 +104,10 @@ class Session:
         if executor not in EXECUTORS:
             raise MinigraphError(f"unknown executor {executor!r}; choose one of "
                                  f"{sorted(EXECUTORS)}")
+        if graph is not None and not isinstance(graph, Graph):
+            raise GraphError(f"mg.Session({graph!r}) at {user_source()}: a Session runs an "
+                             f"mg.Graph, got {type(graph).__name__}; pass the graph you built "
+                             f"(or nothing, for the default graph)")
         self.graph = graph if graph is not None else get_default_graph()
         self.optimize, self.executor = optimize, executor
         self.state: dict[str, np.ndarray] = {}  # variable name -> current value
@@ -174,7 +189,11 @@ def _check_feed(node: Node, value: Any) -> np.ndarray:
     if OPS[node.op].stateful or node.dtype is None:
         raise FeedError(f"cannot feed {where}: it is state (or an update), not a value; feed "
                         f"placeholders, and change a Variable with mg.assign")
-    array = np.asarray(value)
+    try:
+        array = np.asarray(value)
+    except ValueError:  # numpy's "inhomogeneous shape"
+        raise FeedError(f"cannot feed {where}: the value is ragged ({S._ragged(value)}); every "
+                        f"row must have the same length, so pad the short ones") from None
     if array.dtype.kind not in "biuf" or not np.can_cast(array.dtype, node.dtype, "same_kind"):
         raise FeedError(f"cannot feed {array.dtype} data to {where}, which is {node.dtype}; "
                         f"convert it, e.g. np.asarray(value, dtype='{node.dtype}')")

@@ -87,7 +87,12 @@ def as_array(value: Any, weak: np.dtype | None = None, dtype: Any = None) -> np.
         fits = weak is not None and (weak.kind == "f" or (own.kind == "i" and weak.kind in "iu"))
         arr = np.asarray(value, dtype=weak if fits else own)
     else:
-        arr = np.asarray(value)
+        try:
+            arr = np.asarray(value)
+        except ValueError:  # numpy's "inhomogeneous shape": nested lists of different lengths
+            raise ShapeError(f"the nested lists are ragged ({_ragged(value)}); every row must "
+                             f"have the same length: pad the short ones, or make one tensor "
+                             f"per row") from None
         if isinstance(value, (list, tuple)) and arr.dtype == np.float64:
             arr = arr.astype(DEFAULT_FLOAT)
     if arr.dtype.kind not in "biuf":
@@ -96,6 +101,26 @@ def as_array(value: Any, weak: np.dtype | None = None, dtype: Any = None) -> np.
             f"minigraph value; pass numbers, numpy arrays, mg tensors or graph nodes"
         )
     return arr
+
+
+def _ragged(value: Any, path: str = "") -> str:
+    """Where nested lists first differ in length: ``"value[1] has 1 item, value[0] has 2"``."""
+    if not isinstance(value, (list, tuple)):
+        return "items that are not all lists"
+    lengths = [len(v) if isinstance(v, (list, tuple)) else None for v in value]
+    if len(set(lengths)) > 1:
+        first = lengths[0]
+        i = next(i for i, n in enumerate(lengths) if n != first)
+        def say(n: int | None) -> str:
+            return "a number" if n is None else f"{n} item{'s' * (n != 1)}"
+        return f"value{path}[{i}] has {say(lengths[i])} but value{path}[0] has {say(first)}"
+    for i, v in enumerate(value):
+        if isinstance(v, (list, tuple)):
+            try:
+                np.asarray(v)
+            except ValueError:
+                return _ragged(v, f"{path}[{i}]")
+    return "rows of different lengths"
 
 
 # --- shapes -----------------------------------------------------------------------------------
@@ -107,9 +132,19 @@ def format_shape(shape: Shape) -> str:
 
 def check_shape(shape: Any) -> Shape:
     """Validate a user-given shape: a tuple of non-negative ints, ``None`` for unknown."""
-    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    if shape is None:
+        raise ShapeError("the shape is None, but minigraph needs at least the rank: pass a tuple "
+                         "such as (None, 3) (None marks a size known only at run time), or () "
+                         "for a scalar")
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
+        shape = (shape,)
+    if not isinstance(shape, (tuple, list)):
+        raise ShapeError(f"a shape is a tuple of non-negative ints or None, got "
+                         f"{type(shape).__name__} {shape!r}")
+    shape = tuple(shape)
     for d in shape:
-        if d is not None and (not isinstance(d, (int, np.integer)) or d < 0):
+        if d is not None and (not isinstance(d, (int, np.integer)) or isinstance(d, bool)
+                              or d < 0):
             raise ShapeError(f"a shape holds non-negative ints or None, got {shape}")
     return tuple(None if d is None else int(d) for d in shape)
 
@@ -410,3 +445,72 @@ def state_rule(ref: Any, value: Any) -> tuple[Shape, np.dtype]:
     if not np.can_cast(value.dtype, ref.dtype, "same_kind"):
         raise DTypeError(f"cannot store {value.dtype} in a {ref.dtype} variable")
     return tuple(ref.shape), ref.dtype
+
+
+# --- convolution and pooling (NCHW images, OIHW weights) -----------------------------------------
+
+
+def _image(x: Any, what: str) -> Shape:
+    if len(x.shape) != 4:
+        raise ShapeError(f"{what} takes images of shape (batch, channels, height, width), got "
+                         f"{format_shape(x.shape)}; add the missing axes with mg.reshape")
+    return tuple(x.shape)
+
+
+def _pooled(shape: Shape, kernel: tuple[int, int], stride: tuple[int, int],
+            padding: tuple[int, int], what: str) -> Shape:
+    from .conv import out_size  # numpy-free arithmetic; conv.py holds the impls
+
+    n, c, h, w = shape
+    sizes = [out_size(d, k, s, p) for d, k, s, p in zip((h, w), kernel, stride, padding,
+                                                        strict=True)]
+    if any(s is not None and s < 1 for s in sizes):
+        raise ShapeError(f"{what}: a {kernel[0]}x{kernel[1]} window does not fit in a "
+                         f"{h}x{w} image padded by {padding}; use a smaller kernel or pad more")
+    return (n, c, *sizes)
+
+
+def conv2d_rule(x: Any, w: Any, stride: tuple[int, int],
+                padding: tuple[int, int]) -> tuple[Shape, np.dtype]:
+    require_float(x, w)
+    _image(x, "conv2d")
+    if len(w.shape) != 4:
+        raise ShapeError(f"conv2d takes weights of shape (out_channels, in_channels, kernel "
+                         f"height, kernel width), got {format_shape(w.shape)}")
+    if None not in (x.shape[1], w.shape[1]) and x.shape[1] != w.shape[1]:
+        raise ShapeError(f"conv2d: the images have {x.shape[1]} channels but the weights "
+                         f"expect {w.shape[1]} (weights are OIHW: out, in, height, width)")
+    n, _, ho, wo = _pooled(tuple(x.shape), tuple(w.shape[2:]), stride, padding, "conv2d")
+    return (n, w.shape[0], ho, wo), result_dtype(x.dtype, w.dtype)
+
+
+def conv2d_grad_rule(g: Any, other: Any, like: Any, stride: tuple[int, int],
+                     padding: tuple[int, int]) -> tuple[Shape, np.dtype]:
+    """The gradient helpers of conv2d: the result has the shape of ``like``."""
+    require_float(g, other)
+    _image(g, "a conv2d gradient")
+    return tuple(like.shape), g.dtype
+
+
+def pool_rule(x: Any, kernel_size: tuple[int, int],
+              stride: tuple[int, int]) -> tuple[Shape, np.dtype]:
+    _image(x, "pooling")
+    return _pooled(tuple(x.shape), kernel_size, stride, (0, 0), "pooling"), x.dtype
+
+
+def pool_grad_rule(g: Any, like: Any, kernel_size: tuple[int, int],
+                   stride: tuple[int, int]) -> tuple[Shape, np.dtype]:
+    """A pooling's gradient helpers: shaped like the image ``like``."""
+    require_float(g)
+    return _image(like, "a pooling gradient"), g.dtype
+
+
+def pool_select_rule(u: Any, like: Any, kernel_size: tuple[int, int],
+                     stride: tuple[int, int]) -> tuple[Shape, np.dtype]:
+    return pool_rule(like, kernel_size, stride)[0], u.dtype
+
+
+def var_rule(x: Any, axis: Axis = None, keepdims: bool = False,
+             ddof: int = 0) -> tuple[Shape, np.dtype]:
+    require_float(x)
+    return reduce_shape(x.shape, axis, keepdims), x.dtype

@@ -53,6 +53,7 @@ import numpy as np
 
 import course_utils.minigraph as mg
 
+from . import attrs as A
 from . import shapes as S
 from .eager import TapeEntry, Tensor, is_grad_enabled
 from .errors import TracingError, user_source
@@ -64,7 +65,8 @@ from .ops import Op, register_op
 # fold it into a constant: its value changes whenever the tensor is updated in place.
 register_op(Op("capture", lambda ref: ref.numpy(), lambda ref: (tuple(ref.shape), ref.dtype),
                doc="an eager tensor, read by reference when the graph runs (attrs['ref'])",
-               stateful=True))
+               stateful=True,
+               attrs={"ref": A.instance_of(Tensor, "an mg.Tensor", lambda t: A.array(t.numpy()))}))
 
 
 # --- signatures: what a trace depends on ----------------------------------------------------------
@@ -347,6 +349,17 @@ def _no_shape_rule(*args: Any, **attrs: Any) -> tuple:
 # --- mg.function ----------------------------------------------------------------------------------
 
 
+def _no_autograph(fn: Callable) -> tuple[Callable, str]:
+    raise TracingError("autograph=True needs course_utils.minigraph.autograph; import "
+                       "course_utils.minigraph (the package), which loads it")
+
+
+#: The AutoGraph seam: ``autograph.py`` builds on this module (and on control flow, which builds
+#: on it too), so rather than import it here, it installs its ``convert`` here when imported:
+#: ``fn -> (converted function, its source)``.
+AUTOGRAPH: Callable[[Callable], tuple[Callable, str]] = _no_autograph
+
+
 class Function:
     """A Python function traced into one graph per input signature. Made by ``mg.function``.
 
@@ -361,9 +374,7 @@ class Function:
         self.autograph_source: str | None = None
         self._fn = fn
         if autograph:
-            from .autograph import convert  # imported here: autograph builds on this module
-
-            self._fn, self.autograph_source = convert(fn)
+            self._fn, self.autograph_source = AUTOGRAPH(fn)
         self._signature = inspect.signature(fn)
         self._code = fn.__code__
         self._concrete: dict[Signature, ConcreteFunction] = {}

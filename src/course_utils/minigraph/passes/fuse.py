@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import shapes as S
+from ..attrs import instance_of
 from ..codegen import compile_program
 from ..errors import DTypeError
 from ..graph import Graph, Node, _format_attr
@@ -129,7 +130,9 @@ def _fused_rule(*inputs: Any, program: Program) -> tuple[S.Shape, np.dtype]:
 
 
 FUSED = register_op(Op("fused", lambda *arrays, program: program.kernel(*arrays), _fused_rule,
-                       doc="a chain of elementwise ops run as one generated kernel"),
+                       doc="a chain of elementwise ops run as one generated kernel",
+                       attrs={"program": instance_of(Program, "a fused Program (made by "
+                                                              "fuse_elementwise, never loaded)")}),
                     replace=True)
 
 
