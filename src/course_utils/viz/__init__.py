@@ -35,8 +35,8 @@ from .layout import render_svg
 from .model import DrawCluster, DrawEdge, DrawGraph, DrawNode, apply_highlight, collapse
 from .values import annotate_eager, annotate_graph, annotate_torch, format_value
 
-__all__ = ["SUPPORTED", "DrawCluster", "DrawEdge", "DrawGraph", "DrawNode", "Drawing", "draw",
-           "format_value"]
+__all__ = ["SUPPORTED", "DrawCluster", "DrawEdge", "DrawGraph", "DrawNode", "Drawing",
+           "StepThrough", "draw", "format_value", "step_through"]
 
 RENDERERS = ("graphviz", "builtin")
 DEFAULT_MAX_NODES = 60
@@ -231,3 +231,6 @@ def _check(graph: DrawGraph) -> None:
                     f"edge {e.src!r} -> {e.dst!r} names node {end!r}, which is not in the graph "
                     "(is it from another graph?)"
                 )
+
+
+from .steps import StepThrough, step_through  # noqa: E402  (it uses draw's helpers)

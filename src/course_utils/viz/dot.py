@@ -40,18 +40,21 @@ def to_dot(
     show_shapes: bool = True,
     caption: Sequence[str] = (),
     sizes: Mapping[str, tuple[float, float]] | None = None,
+    legend: bool = True,
+    caption_width: float = 0.0,
 ) -> str:
     """The graph in Graphviz's DOT language, with a legend and ``caption`` lines under it.
 
-    ``sizes`` (node id -> width, height in inches) fixes node sizes, so that frames whose
-    labels differ still get one layout (see `node_sizes`).
+    ``sizes`` (node id -> width, height in inches) fixes node sizes, and ``caption_width``
+    (points) the caption's, so that frames whose labels differ still get one layout (see
+    `node_sizes`).
     """
     ids = {n.id: f"n{i}" for i, n in enumerate(graph.nodes)}  # short, safe, deterministic
     lines = [
         "digraph G {",
         f'  graph [rankdir={rankdir}, fontname="{FONT}", fontsize=10, labelloc=b, '
         f"labeljust=l, nodesep=0.25, ranksep=0.4, bgcolor=white, "
-        f"label=<{_caption_html(graph, caption)}>];",
+        f"label=<{_caption_html(graph, caption, legend, caption_width)}>];",
         f'  node [fontname="{FONT}", fontsize=11, margin="0.12,0.05", height=0.3];',
         f'  edge [fontname="{FONT}", fontsize=9, color="{EDGE_COLOR}", '
         f'fontcolor="{EDGE_COLOR}", arrowsize=0.6];',
@@ -138,8 +141,9 @@ def legend_entries(graph: DrawGraph) -> list[tuple[str, Style]]:
     return entries
 
 
-def _caption_html(graph: DrawGraph, caption: Sequence[str]) -> str:
-    cells = "".join(
+def _caption_html(graph: DrawGraph, caption: Sequence[str], legend: bool = True,
+                  width: float = 0.0) -> str:
+    cells = "" if not legend else "".join(
         f'<TD BGCOLOR="{s.fill}" COLOR="{s.stroke}" BORDER="1">'
         f'<FONT POINT-SIZE="9">{escape(s.legend, quote=False)}</FONT></TD>'
         for _, s in legend_entries(graph)
@@ -147,10 +151,12 @@ def _caption_html(graph: DrawGraph, caption: Sequence[str]) -> str:
     text = "<BR ALIGN=\"LEFT\"/>".join(escape(line, quote=False) for line in caption)
     legend = (f'<TR><TD ALIGN="LEFT"><TABLE BORDER="0" CELLSPACING="3" CELLPADDING="2"><TR>{cells}'
               "</TR></TABLE></TD></TR>") if cells else ""  # Graphviz rejects an empty row
+    size = f' WIDTH="{round(width)}"' if width else ""
     return (
         '<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="2">'
         f"{legend}"
-        f'<TR><TD ALIGN="LEFT"><FONT POINT-SIZE="9" COLOR="#616161">{text}'
+        f'<TR><TD ALIGN="LEFT"{size}>'
+        f'<FONT POINT-SIZE="9" COLOR="#616161">{text}'
         '<BR ALIGN="LEFT"/></FONT></TD></TR></TABLE>'
     )
 

@@ -310,13 +310,14 @@ class _Layout:
         b = self.boxes[i]
         return b.pos, self.layer_mid[b.layer]
 
-    def svg(self, caption: Sequence[str], note: str, min_width: float = 0.0) -> str:
-        entries = legend_entries(self.full)
+    def svg(self, caption: Sequence[str], note: str, min_width: float = 0.0,
+            legend: bool = True) -> str:
+        entries = legend_entries(self.full) if legend else []
         width, height = self._xy(self.extent_breadth, self.extent_depth)
         legend_w = sum(text_width(s.legend, EDGE_SIZE) + 30 for _, s in entries)
         text_w = max((text_width(c, EDGE_SIZE) for c in caption), default=0.0)
         width = max(width, legend_w + 2 * MARGIN, text_w + 2 * MARGIN, min_width)
-        foot = 24 + 13 * len(caption)
+        foot = (24 if entries else 8) + 13 * len(caption)
         total_h = height + foot
         # The marker id is derived from the drawing, so two drawings in one page never clash
         # and the same drawing always has the same id.
@@ -470,8 +471,9 @@ class _Layout:
             out.append(f'<text x="{_f(x + 18)}" y="{_f(y + 10)}" font-size="{EDGE_SIZE}" '
                        f'fill="#424242">{escape(s.legend)}</text>')
             x += text_width(s.legend, EDGE_SIZE) + 30
+        first = top + (30 if entries else 14)  # the caption's first line, under the legend
         for k, line in enumerate(caption):
-            out.append(f'<text x="{_f(MARGIN)}" y="{_f(top + 30 + 13 * k)}" '
+            out.append(f'<text x="{_f(MARGIN)}" y="{_f(first + 13 * k)}" '
                        f'font-size="{EDGE_SIZE}" fill="#616161">{escape(line)}</text>')
         out.append("</g>")
         return out

@@ -45,7 +45,7 @@ def format_value(value: Any) -> str:
     if value is None:
         return ""
     if isinstance(value, (tuple, list)):  # a cond's or while_loop's results
-        return f"{len(value)} results"
+        return f"{len(value)} result" + ("" if len(value) == 1 else "s")
     arr = _as_numpy(value)
     if arr is None or arr.dtype == object:
         text = str(value)
@@ -310,43 +310,73 @@ def _torch_node_grads(t: Any, order: list[Any]) -> tuple[dict[Any, Any], str]:
 _EFFECTS = {"assign", "assign_add", "assign_sub", "group", "initializer"}
 
 
+class GraphRun:
+    """A copy of a minigraph Graph, run once with ``feed_dict``: nothing of the original (nor of
+    ``session``) changes, and gradients may be built on the copy.
+
+    ``nodes`` maps each name that one run can compute to its node in ``copy`` (side effects
+    such as assign, group and the initializer are left out; so are nodes that need a
+    placeholder not in ``feed_dict``, which ``notes`` names). Variables hold their initial
+    values, or ``session``'s.
+    """
+
+    def __init__(self, graph: Any, feed_dict: Mapping | None, session: Any) -> None:
+        self.graph = graph
+        self.feeds = _feed_names(graph, feed_dict or {})
+        runnable, self.missing = _computable(graph, self.feeds)
+        self.notes = []
+        if self.missing:
+            self.notes.append("no value without a feed: " + ", ".join(
+                f"%{m}" for m in self.missing) + " (add them to feed_dict)")
+        self.copy, self.nodes = _copy(graph, runnable, self.feeds)
+        self.state = _state(graph, session)
+        if session is None and any(n.op == "variable" for n in graph.nodes):
+            self.notes.append("variables hold their initial values (pass session= for a "
+                              "Session's)")
+
+    def target(self, grads_of: Any) -> Any:
+        """The copy of the scalar to differentiate (see `resolve_grads_of`)."""
+        y = resolve_grads_of(self.graph, grads_of)
+        if y.name not in self.nodes:
+            raise ValueError(f"gradients of %{y.name} need a value for it: add placeholders "
+                             f"{', '.join('%' + m for m in self.missing)} to feed_dict")
+        return self.nodes[y.name]
+
+    def run(self, extra: Mapping[Any, Any] | None = None) -> tuple[dict[str, Any], dict]:
+        """The value of every node (by name), and of the ``extra`` nodes of the copy (by key)."""
+        import course_utils.minigraph as mg
+
+        extra = extra or {}
+        sess = mg.Session(self.copy, optimize=False)
+        sess.state = dict(self.state)
+        fetches = list(self.nodes.values()) + list(extra.values())
+        fed = {self.nodes[k]: v for k, v in self.feeds.items() if k in self.nodes}
+        values = sess.run(fetches, feed_dict=fed)
+        n = len(self.nodes)
+        return (dict(zip(self.nodes, values[:n], strict=True)),
+                dict(zip(extra, values[n:], strict=True)))
+
+
 def graph_run(graph: Any, feed_dict: Mapping | None, session: Any,
               grads_of: Any = None, grads: bool = False) -> tuple[dict, dict, list[str]]:
     """Run ``graph`` once on a copy: ``(values, grads, notes)``, dicts keyed by node name.
 
-    Variables hold their initial values, or ``session``'s. Side-effect nodes (assign, group,
-    the initializer) are neither run nor drawn with a value. ``grads`` come from
-    ``mg.gradients(grads_of, every node in between)`` built on the copy.
+    ``grads`` come from ``mg.gradients(grads_of, every float node)`` built on the copy.
     """
     import course_utils.minigraph as mg
 
-    feeds = _feed_names(graph, feed_dict or {})
-    runnable, missing = _computable(graph, feeds)
-    notes = []
-    if missing:
-        notes.append("no value without a feed: " + ", ".join(f"%{m}" for m in missing)
-                     + " (add them to feed_dict)")
-    copy, nodes = _copy(graph, runnable, feeds)
-    fetch = {name: node for name, node in nodes.items()}
+    run = GraphRun(graph, feed_dict, session)
     grad_nodes: dict[str, Any] = {}
     if grads:
-        y = resolve_grads_of(graph, grads_of)
-        if y.name not in nodes:
-            raise ValueError(f"grads of %{y.name} need placeholders {missing} in feed_dict")
-        xs = [n for n in nodes.values() if n.dtype is not None and n.dtype.kind == "f"]
-        with copy.as_default():
-            found = mg.gradients(nodes[y.name], xs)
+        y = run.target(grads_of)
+        xs = [n for n in run.nodes.values() if n.dtype is not None and n.dtype.kind == "f"]
+        with run.copy.as_default():
+            found = mg.gradients(y, xs)
         grad_nodes = {x.name: d for x, d in zip(xs, found, strict=True)
                       if isinstance(d, mg.Node)}
-        notes.append(f"grad = d(%{y.name})/d(node), from mg.gradients")
-    sess = mg.Session(copy, optimize=False)
-    sess.state = _state(graph, session)
-    keys = list(fetch) + [f"grad:{k}" for k in grad_nodes]
-    fetched = sess.run(list(fetch.values()) + list(grad_nodes.values()),
-                       feed_dict={fetch[k]: v for k, v in feeds.items() if k in fetch})
-    by_key = dict(zip(keys, fetched, strict=True))
-    return ({k: by_key[k] for k in fetch},
-            {k: by_key[f"grad:{k}"] for k in grad_nodes}, notes)
+        run.notes.append(f"grad = d(%{y.name})/d(node), from mg.gradients")
+    values, grad_values = run.run(grad_nodes)
+    return values, grad_values, run.notes
 
 
 def _feed_names(graph: Any, feed_dict: Mapping) -> dict[str, Any]:
@@ -441,6 +471,4 @@ def annotate_graph(g: DrawGraph, graph: Any, *, values: bool, grads: bool,
             node.details = tuple(d for d in node.details if not d.startswith("= "))
         if name in grad_vals:
             node.grad = "grad " + format_value(grad_vals[name])
-    g.notes.extend(notes)
-    if values and session is None and any(n.op == "variable" for n in graph.nodes):
-        g.notes.append("variables hold their initial values (pass session= for a Session's)")
+    g.notes.extend(note for note in notes if values or not note.startswith("variables"))

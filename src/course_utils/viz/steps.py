@@ -1,0 +1,439 @@
+"""Step through one forward and one backward pass, a frame per step: ``viz.step_through``.
+
+::
+
+    st = viz.step_through(loss)                      # an eager tensor: its tape
+    st = viz.step_through(g, feed_dict={"x": x0})    # a minigraph Graph: one Session run
+    st                                               # a slider in JupyterLab
+    st.frames[3].svg                                 # any frame on its own
+
+Forward: one frame per node, in the order it runs, each showing the values computed so far
+with the running node highlighted. Backward: one frame for the seed (d out/d out = 1), then
+one per node whose vjp runs, in reverse topological order, showing the gradients known so far:
+a value used twice receives two contributions, and the frames show its running sum grow. The
+backward pass is computed again for the picture (no ``.grad`` changes); for a ``Graph`` its
+vjps build backward nodes on a copy, which one run of that copy evaluates.
+
+One object shows everywhere: in JupyterLab an ipywidgets slider with a play button; where
+widgets do not render (nbval, exported HTML, GitHub) the same frames as a filmstrip of
+images; and a short text listing of the steps. All three are deterministic, frame by frame.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from .adapters import as_mg_graph, is_mg_tensor, to_drawgraph
+from .dot import clean_graphviz_svg, node_sizes, run_dot, to_dot
+from .layout import EDGE_SIZE, MARGIN, prepare, text_width
+from .model import GRAD_COLOR, HIGHLIGHT, VALUE_COLOR, DrawGraph
+from .values import GraphRun, backward_steps, eager_backward, eager_order, format_value
+
+MAX_NODES = 60  # one frame per node: past this a step-through is a slide show nobody watches
+TEXT_WIDTH = 110  # characters per line of the text listing
+
+
+@dataclass
+class Frame:
+    """One step: ``active`` (a node id of ``StepThrough.graph``) is highlighted; ``values`` and
+    ``grads`` (node id -> the text drawn) are what is known after this step."""
+
+    index: int
+    kind: str  # "forward" or "backward"
+    active: str
+    caption: str
+    values: dict[str, str] = field(default_factory=dict)
+    grads: dict[str, str] = field(default_factory=dict)
+    svg: str = ""
+
+    def _repr_svg_(self) -> str:
+        return self.svg
+
+
+class StepThrough:
+    """The frames of one forward and one backward pass, shown as a slider or a filmstrip.
+
+    Attributes:
+        frames: the `Frame` list, forward steps first.
+        graph: the `DrawGraph` every frame draws (final values and gradients on it).
+        renderer: ``"builtin"`` or ``"graphviz"``.
+    """
+
+    def __init__(self, frames: list[Frame], graph: DrawGraph, renderer: str, title: str,
+                 widget: bool | None) -> None:
+        self.frames, self.graph, self.renderer, self.title = frames, graph, renderer, title
+        self._use_widget = widget
+        self._widget: Any = None
+
+    def __len__(self) -> int:
+        return len(self.frames)
+
+    def __getitem__(self, i: int) -> Frame:
+        return self.frames[i]
+
+    @property
+    def n_forward(self) -> int:
+        return sum(f.kind == "forward" for f in self.frames)
+
+    @property
+    def n_backward(self) -> int:
+        return len(self.frames) - self.n_forward
+
+    def summary(self) -> str:
+        """One line: how many frames of what."""
+        back = f", then {self.n_backward} backward steps" if self.n_backward else ""
+        return (f"step_through: {len(self.frames)} frames of {self.title}: "
+                f"{self.n_forward} forward steps{back}")
+
+    def __repr__(self) -> str:
+        return self.text()
+
+    def text(self) -> str:
+        """The summary, the notes and one line per frame (what a text-only viewer and nbval
+        see)."""
+        lines = [self.summary(), *self.graph.notes]
+        for f in self.frames:
+            line = f"{f.index + 1:>4}  {f.caption}"
+            lines.append(line if len(line) <= TEXT_WIDTH else line[: TEXT_WIDTH - 1] + "…")
+        return "\n".join(lines)
+
+    def html(self) -> str:
+        """Every frame as an image, side by side, wrapping: the view where widgets don't run.
+
+        Images (``data:`` URIs), not inline SVG, so that JupyterLab shows them in a notebook
+        that is not trusted; only CSS that its sanitizer keeps.
+        """
+        figures = [
+            '<div style="display: inline-block; vertical-align: top; margin: 0 6px 6px 0; '
+            f'padding: 4px; border: 1px solid #cfd8dc; border-radius: 4px">{_img(f)}</div>'
+            for f in self.frames]
+        head = (f'<div style="font-size: 13px; margin: 2px 0 6px 0">{escape(self.summary())}. '
+                "In JupyterLab, a slider steps through these frames.</div>")
+        return f'<div class="course-viz-steps">{head}{self._notes_html()}{"".join(figures)}</div>'
+
+    def _notes_html(self) -> str:
+        """The drawing's notes (what the numbers are), in the colours the frames use."""
+        lines = [escape(n) for n in self.graph.notes]
+        lines.append(f'<span style="color: {VALUE_COLOR}">= value</span>, '
+                     f'<span style="color: {GRAD_COLOR}">grad</span>, '
+                     f'<span style="color: {HIGHLIGHT.stroke}">red</span>: the node of this step '
+                     f"(renderer: {self.renderer})")
+        return ('<div style="font-size: 12px; color: #616161; margin: 0 0 6px 0">'
+                + "<br/>".join(lines) + "</div>")
+
+    def widget(self) -> Any:
+        """An ipywidgets view: a play button and a slider that pick the frame shown.
+
+        The frames live in the browser (a ``Stack`` linked to the slider in JavaScript), so it
+        keeps working from saved widget state, without a kernel.
+        """
+        if self._widget is None:
+            import ipywidgets as w
+
+            last = len(self.frames) - 1
+            pages = [w.HTML(_img(f)) for f in self.frames]
+            stack = w.Stack(pages, selected_index=0)
+            slider = w.IntSlider(value=0, min=0, max=last, description="step",
+                                 layout=w.Layout(width="420px"))
+            play = w.Play(value=0, min=0, max=last, interval=900, description="play")
+            w.jslink((play, "value"), (slider, "value"))
+            w.jslink((slider, "value"), (stack, "selected_index"))
+            head = w.HTML(f'<div style="font-size: 13px">{escape(self.summary())}</div>'
+                          + self._notes_html())
+            self._widget = w.VBox([head, w.HBox([play, slider]), stack])
+        return self._widget
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        bundle: dict[str, Any] = {"text/plain": self.text(), "text/html": self.html()}
+        if self._use_widget is not False and _in_kernel():
+            try:
+                view = self.widget()._repr_mimebundle_()
+            except ImportError:  # no ipywidgets: the filmstrip is the view
+                return bundle
+            key = "application/vnd.jupyter.widget-view+json"
+            if view and key in view:
+                bundle[key] = view[key]
+        return bundle
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the filmstrip as a standalone ``.html`` page; returns the path."""
+        path = Path(path)
+        if path.suffix.lower() not in (".html", ".htm"):
+            raise ValueError(f"cannot save {path}: a step-through saves as .html (each frame's "
+                             f".svg is in frames[i].svg)")
+        page = (f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>"
+                f"{escape(self.title)}</title></head><body style='font-family: sans-serif'>\n"
+                f"{self.html()}\n</body></html>\n")
+        path.write_text(page, encoding="utf-8")
+        return path
+
+
+def _img(frame: Frame) -> str:
+    """The frame as an ``<img>`` whose source is the SVG itself (a ``data:`` URI)."""
+    data = base64.b64encode(frame.svg.encode("utf-8")).decode("ascii")
+    size = _SIZE.search(frame.svg)  # shown at 1 px per pt: the frames are big enough
+    width = f' width="{round(float(size[1]))}"' if size else ""
+    return (f'<img src="data:image/svg+xml;base64,{data}"{width} '
+            f'alt="{escape(frame.caption)}"/>')
+
+
+_SIZE = re.compile(r'<svg[^>]*?\swidth="([0-9.]+)pt"')
+
+
+def _in_kernel() -> bool:
+    """True inside a Jupyter kernel (where a widget can have a frontend)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+# ---------------------------------------------------------------------------------------------
+# What happens, step by step
+
+
+@dataclass
+class _Plan:
+    graph: DrawGraph
+    forward: list[tuple[str, str, str]]  # (node id, value text, what runs)
+    backward: list[tuple[str, dict[str, str], str]]  # (node id, grad texts, what it does)
+    notes: list[str]
+
+
+def step_through(
+    obj: Any,
+    feed_dict: Mapping[Any, Any] | None = None,
+    backward: bool = True,
+    *,
+    grads_of: Any = None,
+    session: Any = None,
+    params: Mapping[str, Any] | None = None,
+    rankdir: str = "TB",
+    show_shapes: bool = True,
+    renderer: str | None = None,
+    title: str | None = None,
+    widget: bool | None = None,
+) -> StepThrough:
+    """One frame per step of a forward pass, then of a backward pass, the active node in red.
+
+    Args:
+        obj: a minigraph eager tensor (after the code that made it ran: its tape), or a
+            minigraph ``Graph`` / traced function (run once on a copy with ``feed_dict``).
+        feed_dict: for a ``Graph``: placeholder (node or name) -> value.
+        backward: add the backward pass: the seed, then one frame per vjp.
+        grads_of: for a ``Graph``: the scalar node to differentiate (default: its only scalar
+            result, or the one an ``mg.gradients`` call in it seeded).
+        session: for a ``Graph``: the ``mg.Session`` whose variable values to use.
+        params: for an eager tensor: names for its leaves, e.g. ``{"w": w, "b": b}``.
+        rankdir, show_shapes, title: as for `draw`.
+        renderer: ``"builtin"`` (the default here, whatever is installed: its frames line up
+            exactly and are the same bytes on every machine) or ``"graphviz"``.
+        widget: False to show the filmstrip even in JupyterLab.
+
+    Returns a `StepThrough`: a notebook shows it as a slider, or as a filmstrip.
+    """
+    if rankdir not in ("TB", "LR"):
+        raise ValueError(f"rankdir must be 'TB' or 'LR', got {rankdir!r}")
+    chosen = renderer or os.environ.get("COURSE_VIZ_RENDERER") or "builtin"
+    from . import _choose_renderer  # one place that checks the name and Graphviz
+
+    chosen = _choose_renderer(chosen)
+    if is_mg_tensor(obj):
+        if feed_dict is not None or grads_of is not None or session is not None:
+            raise ValueError("feed_dict=, grads_of= and session= are for a minigraph Graph; "
+                             "an eager tensor's tape already holds its values")
+        plan = _eager_plan(obj, params, backward)
+    else:
+        graph = as_mg_graph(obj)
+        if graph is None:
+            raise TypeError(f"step_through steps through a minigraph eager tensor or a "
+                            f"minigraph Graph (or traced function), not a "
+                            f"{type(obj).__name__}; viz.draw draws the others")
+        if params is not None:
+            raise ValueError("params= names an eager tensor's leaves; a Graph's nodes have names")
+        plan = _graph_plan(obj, graph, feed_dict, session, grads_of, backward)
+    if len(plan.forward) > MAX_NODES:
+        raise ValueError(f"step_through draws one frame per node, and this graph has "
+                         f"{len(plan.forward)}; step through a smaller piece of it (at most "
+                         f"{MAX_NODES} nodes), or draw it whole with viz.draw(values=True)")
+    if title is not None:
+        plan.graph.title = title
+    frames = _frames(plan)
+    _render(frames, plan, chosen, rankdir, show_shapes)
+    return StepThrough(frames, plan.graph, chosen, plan.graph.title, widget)
+
+
+def _eager_plan(root: Any, params: Mapping[str, Any] | None, backward: bool) -> _Plan:
+    graph = to_drawgraph(root, params=params)
+    order = eager_order(root)
+    ids = {id(v): f"n{i + 1}" for i, v in enumerate(order)}
+    given = {id(p): name for name, p in (params or {}).items()}
+    names: dict[int, str] = {}  # unnamed tensors are named as a Graph names nodes: mul, mul_1
+    counts: dict[str, int] = {}
+    for v in order:
+        if id(v) in given:
+            names[id(v)] = given[id(v)]
+            continue
+        base = v.grad_fn.op.name if v.grad_fn else "leaf" if v.requires_grad else "const"
+        names[id(v)] = base if base not in counts else f"{base}_{counts[base]}"
+        counts[base] = counts.get(base, 0) + 1
+
+    def what(v: Any) -> str:
+        if v.grad_fn is None:
+            return names[id(v)]
+        args = ", ".join(names[id(x)] for x in v.grad_fn.inputs)
+        return f"{names[id(v)]} = {v.grad_fn.op.name}({args})"
+
+    forward = [(ids[id(v)], "= " + format_value(v.numpy()), what(v)) for v in order]
+    steps = []
+    if backward:
+        if not root.requires_grad:
+            raise ValueError("this tensor has no tape to go back through: nothing it was "
+                             "computed from requires grad; pass backward=False, or create the "
+                             "inputs with requires_grad=True")
+        if root.size != 1:
+            raise ValueError(f"backward starts from one number, and this tensor has shape "
+                             f"{root.shape}: step through y.sum(), or pass backward=False")
+        tensors = {id(v): v for v in order}
+        for k, step in enumerate(eager_backward(root, order)):
+            grads = {ids[key]: "grad " + format_value(g.numpy()) for key, g in step.totals.items()}
+            v = tensors[step.active]
+            steps.append((ids[step.active], grads, _backward_text(
+                k, names[id(v)], [names[key] for key in step.totals])))
+    return _Plan(graph, forward, steps, [])
+
+
+def _graph_plan(obj: Any, graph: Any, feed_dict: Mapping | None, session: Any,
+                grads_of: Any, backward: bool) -> _Plan:
+    import course_utils.minigraph as mg
+
+    drawing = to_drawgraph(obj)
+    run = GraphRun(graph, feed_dict, session)
+    steps: list = []
+    extra: dict[tuple[int, str], Any] = {}
+    if backward:
+        y = run.target(grads_of)
+
+        def record_of(n: Any) -> tuple | None:
+            op = mg.OPS[n.op]
+            return (op, n.inputs, n.attrs) if op.vjp is not None else None
+
+        def wants(n: Any) -> bool:  # floats, and the tuple of a cond's or loop's results
+            return n.dtype is None or n.dtype.kind == "f"
+
+        with run.copy.as_default():
+            seed = mg.ones_like(y)
+            steps = backward_steps(y, seed, list(run.copy.nodes), record_of, wants,
+                                   key=lambda n: n.name)
+        for k, step in enumerate(steps):
+            for name, g in step.totals.items():
+                if isinstance(g, mg.Node) and g.dtype is not None:  # not a cond's tuple
+                    extra[(k, name)] = g
+        run.notes.append(f"grad = d(%{y.name})/d(node); running sums while the walk adds "
+                         f"contributions")
+    values, grad_values = run.run(extra)
+    forward = [(name, "= " + format_value(values[name]), _describe(node))
+               for name, node in run.nodes.items()]
+    plan_steps = []
+    for k, step in enumerate(steps):
+        grads = {name: "grad " + format_value(grad_values[(k, name)])
+                 for name in step.totals if (k, name) in grad_values}
+        targets = [f"%{name}" for name in step.totals]
+        plan_steps.append((step.active, grads, _backward_text(k, f"%{step.active}", targets)))
+    return _Plan(drawing, forward, plan_steps, run.notes)
+
+
+def _describe(node: Any) -> str:
+    describe = getattr(node, "describe", None)
+    return describe() if callable(describe) else f"%{node.name} = {node.op}(...)"
+
+
+def _backward_text(k: int, active: str, targets: list[str]) -> str:
+    if k == 0:
+        return f"seed: grad of {active} = 1"
+    if not targets:
+        return f"vjp of {active}: no input needs a gradient"
+    return f"vjp of {active} → grads of {', '.join(targets)}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Frames, and one layout for all of them
+
+
+def _frames(plan: _Plan) -> list[Frame]:
+    frames: list[Frame] = []
+    values: dict[str, str] = {}
+    n_fwd, n_back = len(plan.forward), len(plan.backward)
+    for i, (nid, value, what) in enumerate(plan.forward):
+        values[nid] = value
+        frames.append(Frame(i, "forward", nid, f"forward {i + 1}/{n_fwd}: {what} → {value[2:]}",
+                            dict(values)))
+    grads: dict[str, str] = {}
+    for j, (nid, sent, what) in enumerate(plan.backward):
+        grads.update(sent)
+        frames.append(Frame(n_fwd + j, "backward", nid, f"backward {j + 1}/{n_back}: {what}",
+                            dict(values), dict(grads)))
+    return frames
+
+
+def _render(frames: list[Frame], plan: _Plan, renderer: str, rankdir: str,
+            show_shapes: bool) -> None:
+    """Draw every frame with one layout: measured with the widest text each node will show,
+    so no box grows and nothing moves from one frame to the next."""
+    g = plan.graph
+    g.notes.extend(plan.notes)
+    widest = _widest(frames)
+    for n in g.nodes:  # the final picture, and the sizes to lay out
+        n.value, n.grad = widest.get((n.id, "value"), ""), widest.get((n.id, "grad"), "")
+    captions = [_caption(g, f, len(frames), renderer) for f in frames]
+    widest_caption = max(text_width(line, EDGE_SIZE) for c in captions for line in c)
+    if renderer == "graphviz":
+        sizes = node_sizes(g, to_dot(g, rankdir=rankdir, show_shapes=show_shapes,
+                                     caption=captions[-1]))
+        caption_width = widest_caption * 1.25 + 12  # room to spare: Graphviz's fonts differ
+    else:
+        layout = prepare(g, rankdir=rankdir, show_shapes=show_shapes)
+        min_width = widest_caption + 2 * MARGIN
+    final = {n.id: (n.value, n.grad) for n in g.nodes}
+    for frame, caption in zip(frames, captions, strict=True):
+        for n in g.nodes:
+            value, grad = final[n.id]
+            n.value = frame.values.get(n.id, " " if value else "")
+            n.grad = frame.grads.get(n.id, " " if grad else "")
+            n.highlight = n.id == frame.active
+        if renderer == "graphviz":
+            source = to_dot(g, rankdir=rankdir, show_shapes=show_shapes, caption=caption,
+                            sizes=sizes, legend=False, caption_width=caption_width)
+            frame.svg = clean_graphviz_svg(run_dot(source, "svg").decode("utf-8"),
+                                           "drawn by course_utils.viz with Graphviz dot")
+        else:
+            frame.svg = layout.svg(caption, "drawn by course_utils.viz with its built-in layered "
+                                   "layout", min_width, legend=False)
+    for n in g.nodes:  # leave the graph showing the end of the walk
+        n.value, n.grad, n.highlight = frames[-1].values.get(n.id, ""), frames[-1].grads.get(
+            n.id, ""), False
+
+
+def _widest(frames: list[Frame]) -> dict[tuple[str, str], str]:
+    widest: dict[tuple[str, str], str] = {}
+    for f in frames:
+        for kind, texts in (("value", f.values), ("grad", f.grads)):
+            for nid, text in texts.items():
+                old = widest.get((nid, kind), "")
+                if text_width(text, 10) > text_width(old, 10):
+                    widest[(nid, kind)] = text
+    return widest
+
+
+def _caption(g: DrawGraph, frame: Frame, total: int, renderer: str) -> list[str]:
+    """Each frame says what it shows; the notes, said once, head the filmstrip and slider."""
+    return [f"step {frame.index + 1}/{total}: {frame.caption}"]
