@@ -651,3 +651,139 @@ def test_minigraph_eager_leaf_alone_and_tensor_without_tape():
         y = w * 2.0
     with pytest.raises(ValueError, match="no_grad"):
         draw(y)
+
+
+# ---------------------------------------------------------------------------------------------
+# Control flow: the bodies of cond / while_loop (minigraph) and If / While (TF) as clusters
+
+
+def cluster_nodes_in_svg(svg: str) -> list[set[str]]:
+    """For each cluster box the built-in renderer drew, the node numbers drawn directly in it
+    (nested clusters' nodes belong to the nested box), in document order."""
+    root = ET.fromstring(svg)
+    found = []
+
+    def direct_nodes(el: ET.Element) -> set[str]:
+        out = set()
+        for child in el:
+            if child.get("class") == "cluster":
+                continue
+            if child.get("class") == "node":
+                out.add(child.get("id"))
+            else:
+                out |= direct_nodes(child)
+        return out
+
+    for el in root.iter(SVG_NS + "g"):
+        if el.get("class") == "cluster":
+            found.append(direct_nodes(el))
+    return found
+
+
+def control_flow_function():
+    mg = pytest.importorskip("course_utils.minigraph")
+
+    @mg.function
+    def f(x, n):
+        def body(i, v):  # a cond inside the loop body: a cluster inside a cluster
+            return i + 1, mg.cond(mg.sum(v) > 1.0, lambda: v * 0.5, lambda: v + 1.0)
+
+        y = mg.cond(mg.sum(x) > 0, lambda: x * 2.0, lambda: -x)
+        return mg.while_loop(lambda i, v: i < n, body, (mg.constant(0), y))[1]
+
+    f(mg.tensor([1.0, 2.0]), mg.tensor(3))
+    return mg, f, f.get_graph(mg.tensor([1.0, 2.0]), mg.tensor(3))
+
+
+@pytest.mark.parametrize("renderer", RENDERERS)
+def test_cond_and_while_loop_bodies_are_clusters(renderer):
+    mg, f, graph = control_flow_function()
+    d = draw(f, renderer=renderer)
+    clusters = {c.id: c for c in d.graph.clusters}
+    expected = {}  # cluster id -> the ids its sub-graph's nodes must have, from the graph itself
+    for owner in graph.nodes:
+        for key, sub in owner.attrs.items():
+            if isinstance(sub, mg.Graph):
+                cid = f"{owner.name}/{key}"
+                expected[cid] = [f"{cid}/{n.name}" for n in sub.nodes]
+                for inner in sub.nodes:  # the cond inside the loop body
+                    for key2, sub2 in inner.attrs.items():
+                        if isinstance(sub2, mg.Graph):
+                            cid = f"{owner.name}/{key}/{inner.name}/{key2}"
+                            expected[cid] = [f"{cid}/{n.name}" for n in sub2.nodes]
+    assert {k: c.members for k, c in clusters.items()} == expected
+    assert len(expected) == 6  # cond: 2 branches; while_loop: test and body; body's cond: 2
+    nested = [c for c in clusters.values() if c.parent]
+    assert {c.parent for c in nested} == {"while_loop/body_fn"} and len(nested) == 2
+    assert [c.label for c in d.graph.clusters[:2]] == ["cond: true_fn", "cond: false_fn"]
+    # a branch's results flow into its cond node; the operand x flows into both branches
+    into_cond = {e.src for e in d.graph.edges if e.dst == "cond"}
+    assert into_cond == {"greater", "cond/true_fn/mul", "cond/false_fn/neg"}
+    assert {e.dst for e in d.graph.edges if e.src == "x"} >= {"cond/true_fn/x", "cond/false_fn/x"}
+
+    number = {n.id: f"node{i}" for i, n in enumerate(d.graph.nodes)}
+    if renderer == "builtin":  # each box holds exactly its members
+        drawn = cluster_nodes_in_svg(d.svg)
+        assert sorted(map(sorted, drawn)) == sorted(
+            sorted(number[m] for m in c.members) for c in d.graph.clusters)
+    else:  # Graphviz puts a cluster's nodes, and only those, inside its box
+        root = ET.fromstring(d.svg)
+        boxes, centres = {}, {}
+        for el in root.iter(SVG_NS + "g"):
+            title = el.find(SVG_NS + "title").text if el.find(SVG_NS + "title") is not None else ""
+            if el.get("class") == "cluster":  # a rounded box is a path: all its points
+                outline = next(e for e in el if e.tag in (SVG_NS + "path", SVG_NS + "polygon"))
+                coords = re.findall(r"(-?[\d.]+),(-?[\d.]+)",
+                                    outline.get("d") or outline.get("points"))
+                boxes[int(title.removeprefix("cluster_"))] = [tuple(map(float, c))
+                                                              for c in coords]
+            elif el.get("class") == "node":
+                text = next(el.iter(SVG_NS + "text"))
+                centres[title] = (float(text.get("x")), float(text.get("y")))
+        ids = {n.id: f"n{i}" for i, n in enumerate(d.graph.nodes)}
+        assert len(boxes) == 6
+        for k, c in enumerate(d.graph.clusters):
+            inside = set(c.members) | {m for sub in d.graph.clusters if sub.parent == c.id
+                                       for m in sub.members}
+            xs, ys = [p[0] for p in boxes[k]], [p[1] for p in boxes[k]]
+            for nid, dot_id in ids.items():
+                x, y = centres[dot_id]
+                within = min(xs) < x < max(xs) and min(ys) < y < max(ys)
+                assert within == (nid in inside), (c.id, nid)
+
+
+def test_clusters_survive_collapse_only_whole():
+    _, f, graph = control_flow_function()
+    d = draw(f, renderer="builtin", max_nodes=12)
+    assert len(d.graph.nodes) <= 12
+    members = {m for c in d.graph.clusters for m in c.members}
+    assert members <= {n.id for n in d.graph.nodes}  # no cluster names a merged node
+    with pytest.raises(ValueError, match="not in the graph"):
+        g = DrawGraph()
+        g.add_node("x", "placeholder", kind="input")
+        g.add_cluster("c", "body", ["x", "y"])
+        draw(g, renderer="builtin")
+
+
+def test_tf_if_and_while_functions_are_clusters(tf):
+    @tf.function
+    def f(x):
+        y = tf.cond(tf.reduce_sum(x) > 0, lambda: x * 2.0, lambda: -x)
+        return tf.while_loop(lambda i, v: i < 3, lambda i, v: (i + 1, v * 0.5),
+                             (tf.constant(0), y))[1]
+
+    concrete = f.get_concrete_function(tf.TensorSpec((2,), tf.float32))
+    d = draw(concrete, renderer="builtin")
+    gd = concrete.graph.as_graph_def()
+    library = {fn.signature.name: fn for fn in gd.library.function}
+    (if_node,) = [n for n in gd.node if n.op in ("If", "StatelessIf")]
+    for key in ("then_branch", "else_branch"):
+        fn = library[if_node.attr[key].func.name]
+        (cluster,) = [c for c in d.graph.clusters if c.id == f"{if_node.name}/{key}"]
+        body = {n.split("/")[-1] for n in cluster.members}
+        # the function's inputs (placeholders) and its ops, by TF's own names
+        assert {a.name for a in fn.signature.input_arg} <= body
+        assert {nd.name.split("/")[-1] for nd in fn.node_def} <= body
+    labels = {n.label for n in d.graph.nodes}
+    assert {"Mul", "Neg"} <= labels  # the branches' ops are drawn, not only one If box
+    assert len(d.graph.clusters) == 4 and "then_branch" in d.graph.clusters[0].label

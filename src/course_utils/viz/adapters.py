@@ -321,11 +321,33 @@ def _from_graphdef(
     var_names: Mapping[str, str] | None = None,
     title: str = "GraphDef",
 ) -> DrawGraph:
-    var_names = var_names or {}
     g = DrawGraph(title=title, scope_sep="/")
     shapes = {n.name: _tf_output_shapes(n) for n in gd.node}
-    used: set[str] = set()
+    library = {f.signature.name: f for f in gd.library.function}
+    _add_tf_nodes(g, gd, shapes, var_names or {}, library, "", None)
+    used = {ref.lstrip("^").partition(":")[0] for n in gd.node for ref in n.input}
+    if outputs is None:
+        outputs = [
+            n.name
+            for n in gd.node
+            if n.name not in used and shapes[n.name] and n.op not in _TF_NOT_OUTPUT
+        ]
+    _add_output(g, [(o, _pick(shapes.get(o, []), 0)) for o in outputs])
+    return g
+
+
+# The function-valued attrs of TF's control flow, in the order they are drawn.
+_TF_BODIES = ("then_branch", "else_branch", "cond", "body")
+
+
+def _add_tf_nodes(g: DrawGraph, gd: Any, shapes: Mapping[str, list[str]],
+                  var_names: Mapping[str, str], library: Mapping[str, Any], prefix: str,
+                  cluster: DrawCluster | None) -> None:
+    """Draw ``gd``'s nodes with ids ``prefix + name`` (in ``cluster`` if given). An ``If`` or
+    ``While`` node's functions (``then_branch``/``else_branch``, ``cond``/``body``) are drawn
+    as clusters just before it, as minigraph's cond and while_loop are."""
     for n in gd.node:
+        nid = prefix + n.name
         dtype = n.attr["dtype"].type if "dtype" in n.attr else 0
         if n.op in _TF_PARAM or (n.op in _TF_INPUT and dtype == _DT_RESOURCE):
             kind = "param"  # in a FuncGraph a captured variable arrives as a resource placeholder
@@ -338,21 +360,51 @@ def _from_graphdef(
         details = [var_names.get(n.name) or name_detail(n.name, n.op)]
         if kind == "const":
             details.append(_tf_const_value(n))
-        g.add_node(n.name, n.op, kind=kind, details=details, scope=n.name.split("/")[:-1])
+        data_inputs = [ref for ref in n.input if not ref.startswith("^")]
+        routed: set[str] = set()  # inputs that flow into the functions instead of the node
+        for key in sorted((k for k in n.attr if n.attr[k].func.name in library),
+                          key=lambda k: (_TF_BODIES.index(k) if k in _TF_BODIES else 9, k)):
+            fn = library[n.attr[key].func.name]
+            sub, sub_outputs = _tf_function_graph(fn)
+            c = g.add_cluster(f"{nid}/{key}", f"{n.name}: {key} ({fn.signature.name})",
+                              parent=cluster.id if cluster else None)
+            sub_shapes = {m.name: _tf_output_shapes(m) for m in sub.node}
+            _add_tf_nodes(g, sub, sub_shapes, {}, library, f"{nid}/{key}/", c)
+            params = [m.name for m in sub.node if m.op in _TF_INPUT]
+            pairs = list(zip(data_inputs[len(data_inputs) - len(params):], params, strict=False))
+            if len(params) <= len(data_inputs):
+                for ref, param in pairs:
+                    src, _, index = ref.partition(":")
+                    g.add_edge(prefix + src, f"{nid}/{key}/{param}",
+                               _pick(shapes.get(src, []), int(index or 0)))
+                    routed.add(ref)
+            for out in sub_outputs:
+                g.add_edge(f"{nid}/{key}/{out}", nid, _pick(sub_shapes.get(out, []), 0))
+        g.add_node(nid, n.op, kind=kind, details=details,
+                   name=nid if prefix else None, scope=n.name.split("/")[:-1] if not prefix
+                   else [s for s in prefix.split("/") if s][:1])
+        if cluster is not None:
+            cluster.members.append(nid)
         for ref in n.input:
+            if ref in routed:
+                continue
             control = ref.startswith("^")
             src, _, index = ref.lstrip("^").partition(":")
-            used.add(src)
             label = "" if control else _pick(shapes.get(src, []), int(index or 0))
-            g.add_edge(src, n.name, label, control=control)
-    if outputs is None:
-        outputs = [
-            n.name
-            for n in gd.node
-            if n.name not in used and shapes[n.name] and n.op not in _TF_NOT_OUTPUT
-        ]
-    _add_output(g, [(o, _pick(shapes.get(o, []), 0)) for o in outputs])
-    return g
+            g.add_edge(prefix + src, nid, label, control=control)
+
+
+def _tf_function_graph(fn: Any) -> tuple[Any, list[str]]:
+    """A library function (a FunctionDef) as a GraphDef, with shapes when TF can rebuild it,
+    and the names of the nodes that make its results."""
+    from tensorflow.python.framework import function_def_to_graph as fdg
+
+    try:
+        func_graph = fdg.function_def_to_graph(fn)
+    except Exception:  # e.g. an op this TF build lacks: the bare body, without shapes
+        sub, _ = fdg.function_def_to_graph_def(fn)
+        return sub, [ref.partition(":")[0] for ref in fn.ret.values()]
+    return func_graph.as_graph_def(add_shapes=True), [t.op.name for t in func_graph.outputs]
 
 
 def _tf_output_shapes(node: Any) -> list[str]:
