@@ -232,10 +232,12 @@ def test_values_need_something_that_has_values():
 @pytest.mark.parametrize("renderer", RENDERERS)
 def test_values_are_drawn_in_their_colours(renderer):
     w = mg.tensor([3.0], requires_grad=True)
-    y = mg.sum(w * w)
+    y = mg.sum(w * w * 2.0)
     y.backward()
     d = viz.draw(y, values=True, grads=True, renderer=renderer)
+    (two,) = [n for n in d.graph.nodes if n.kind == "const"]
+    assert two.value == "= 2" and "= 2" not in two.details  # said once, as the value
     root = ET.fromstring(d.svg)
     fills = {el.text.strip(): el.get("fill") for el in root.iter()
              if el.tag.endswith("text") and el.text and el.text.strip()}
-    assert fills["grad [6]"].lower() == "#6a1b9a" and fills["= 9"].lower() == "#212121"
+    assert fills["grad [12]"].lower() == "#6a1b9a" and fills["= 18"].lower() == "#212121"

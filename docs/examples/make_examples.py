@@ -1,7 +1,9 @@
 """Regenerate the example drawings in this folder: ``python docs/examples/make_examples.py``.
 
-The same MLP (``course_utils.data.init_mlp``) drawn three ways, by the built-in renderer so
-the files are byte-identical on every machine, with or without Graphviz.
+The same MLP (``course_utils.data.init_mlp``) drawn three ways; one neuron with the value and
+the gradient of every node (``values=True, grads=True``); a traced function whose ``cond`` and
+``while_loop`` bodies are clusters. All by the built-in renderer, so the files are
+byte-identical on every machine, with or without Graphviz.
 """
 
 from __future__ import annotations
@@ -68,7 +70,37 @@ def tf1_graph() -> viz.Drawing:
     return viz.draw(graph, renderer="builtin", title="TensorFlow 1: y = x @ w + b, in a tf.Graph")
 
 
+def minigraph_values_grads() -> viz.Drawing:
+    """One neuron, o = tanh(x1*w1 + x2*w2 + b), after ``o.backward()``: values and gradients."""
+    import course_utils.minigraph as mg
+
+    x1, x2 = mg.tensor(2.0, dtype="float64"), mg.tensor(0.0, dtype="float64")
+    w1 = mg.tensor(-3.0, requires_grad=True, dtype="float64")
+    w2 = mg.tensor(1.0, requires_grad=True, dtype="float64")
+    b = mg.tensor(6.8813735870195432, requires_grad=True, dtype="float64")
+    o = mg.tanh(x1 * w1 + x2 * w2 + b)
+    o.backward()
+    names = {"x1": x1, "x2": x2, "w1": w1, "w2": w2, "b": b}
+    return viz.draw(o, params=names, values=True, grads=True, renderer="builtin",
+                    title="minigraph eager: one neuron after o.backward(), values and gradients")
+
+
+def minigraph_control_flow() -> viz.Drawing:
+    """A traced function with ``mg.cond`` and ``mg.while_loop``: their bodies as clusters."""
+    import course_utils.minigraph as mg
+
+    @mg.function
+    def halve_until_small(x):
+        y = mg.cond(mg.sum(x) > 0, lambda: x, lambda: -x)
+        return mg.while_loop(lambda v: mg.sum(v) > 1.0, lambda v: v * 0.5, y)
+
+    halve_until_small(mg.tensor([3.0, 4.0]))
+    return viz.draw(halve_until_small, renderer="builtin",
+                    title="minigraph: cond and while_loop, their sub-graphs as clusters")
+
+
 if __name__ == "__main__":
-    for make in (minigraph_mlp, torch_autograd_mlp, tf1_graph):
+    for make in (minigraph_mlp, torch_autograd_mlp, tf1_graph, minigraph_values_grads,
+                 minigraph_control_flow):
         path = make().save(HERE / f"{make.__name__}.svg")
         print("wrote", path)

@@ -195,7 +195,9 @@ def annotate_eager(g: DrawGraph, root: Any, *, values: bool, grads: bool) -> Non
     nodes = {n.id: n for n in g.nodes}
     if values:
         for v in order:
-            nodes[ids[id(v)]].value = "= " + format_value(v.numpy())
+            node = nodes[ids[id(v)]]
+            node.value = "= " + format_value(v.numpy())
+            node.details = tuple(d for d in node.details if not d.startswith("= "))
     if not grads:
         return
     computed: dict[int, Any] = {}
