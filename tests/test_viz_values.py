@@ -241,3 +241,20 @@ def test_values_are_drawn_in_their_colours(renderer):
     fills = {el.text.strip(): el.get("fill") for el in root.iter()
              if el.tag.endswith("text") and el.text and el.text.strip()}
     assert fills["grad [12]"].lower() == "#6a1b9a" and fills["= 18"].lower() == "#212121"
+
+
+def test_traced_function_values_and_grads_match_its_eager_run():
+    w = mg.tensor(np.array([0.5, -1.0, 2.0]), requires_grad=True)
+
+    @mg.function
+    def f(x):
+        return mg.sum(mg.tanh(x * w) * x)
+
+    x0 = np.array([1.0, 2.0, -0.5])
+    loss = f(mg.tensor(x0))  # traced, and differentiable through its graph
+    loss.backward()
+    d = viz.draw(f, values=True, grads=True, feed_dict={"x": x0}, renderer="builtin")
+    got = _texts(d)
+    assert got["w"] == ("= " + format_value(w.numpy()), "grad " + format_value(w.grad.numpy()))
+    (root,) = [n for n in d.graph.nodes if n.value == "= " + format_value(loss.numpy())]
+    assert root.grad == "grad 1"

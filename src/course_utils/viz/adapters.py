@@ -116,7 +116,7 @@ def _from_mg_function(fn: Any) -> DrawGraph:
     graph = _latest_mg_graph(fn)
     name = getattr(fn, "__name__", type(fn).__name__)
     g = _from_mg_graph(graph)
-    g.title = f"minigraph function {name}: most recent trace ({len(g.nodes)} nodes)"
+    g.title = f"minigraph function {name}: most recent trace ({len(graph.nodes)} nodes)"
     return g
 
 

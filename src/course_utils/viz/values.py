@@ -474,3 +474,6 @@ def annotate_graph(g: DrawGraph, graph: Any, *, values: bool, grads: bool,
         if name in grad_vals:
             node.grad = "grad " + format_value(grad_vals[name])
     g.notes.extend(note for note in notes if values or not note.startswith("variables"))
+    if values and g.clusters:
+        g.notes.append("values inside the clusters are not recorded: a run sees each cond or "
+                       "while_loop as one op")
