@@ -1,4 +1,5 @@
-"""Restoring check cells, scoring cell results, and the report views (no kernels: fast)."""
+"""Restoring check cells, scoring cell results (partial credit), messages, and the report views
+(no kernels: fast)."""
 
 from __future__ import annotations
 
@@ -15,16 +16,21 @@ from hypothesis import strategies as st
 from course_utils.grading.build import build_notebook
 from course_utils.grading.format import exercise_id, is_check, is_solution
 from course_utils.grading.grade import score
+from course_utils.grading.kernel import Reply
 from course_utils.grading.report import (
     CSV_COLUMNS,
+    CheckResult,
     ExerciseResult,
     NotebookReport,
+    csv_safe,
+    escape,
+    feedback_html,
     format_table,
     to_json,
     write_csv,
 )
 from course_utils.grading.restore import restore_checks
-from course_utils.grading.run import CellResult, _classify
+from course_utils.grading.run import CellResult, NotebookRun
 
 FIXTURE = Path(__file__).parent / "fixtures" / "grading" / "solutions" / "99_fixture.ipynb"
 CANONICAL = nbformat.read(FIXTURE, as_version=4)
@@ -60,7 +66,11 @@ def test_an_edited_check_is_replaced_in_place_and_reported():
     assert ids(out.notebook) == ids(EXERCISE)
     assert cell(out.notebook, "check-1a").source == cell(CANONICAL, "check-1a").source
     assert cell(out.notebook, "check-1b").metadata == cell(CANONICAL, "check-1b").metadata
-    assert out.notes == {"99.1": ["its check cell was edited; the original check ran instead"] * 2}
+    assert out.notes == {"99.1": [
+        "its check cell (1 of 2, `got = double([1, 2])`) was edited; the original check ran "
+        "instead",
+        "its check cell (2 of 2, `got = double(np.zeros((2, 3))).shape`) was edited; the "
+        "original check ran instead"]}
 
 
 def test_a_tag_that_changes_nbvals_verdict_counts_as_an_edit():
@@ -87,7 +97,19 @@ def test_a_deleted_check_goes_back_after_its_canonical_predecessor():
     learner.cells.remove(cell(learner, "check-1a"))
     out = restore_checks(learner, CANONICAL)
     assert ids(out.notebook) == ids(EXERCISE)
-    assert out.notes == {"99.1": ["its check cell was deleted; the original was put back"]}
+    assert out.notes == {"99.1": ["its check cell (1 of 2, `got = double([1, 2])`) was deleted; "
+                                  "the original was put back"]}
+
+
+def test_a_hidden_check_is_put_in_without_a_note():
+    canonical = copy.deepcopy(CANONICAL)
+    hidden = v4.new_code_cell("assert double(7) == 14", id="hidden-1", metadata={
+        "tags": ["check", "hidden"], "grading": {"id": "99.1", "points": 1}})
+    canonical.cells.insert(ids(canonical).index("check-1b") + 1, hidden)
+    exercise = build_notebook(canonical, "fixture")
+    assert "hidden-1" not in ids(exercise), "the builder leaves hidden checks out"
+    out = restore_checks(exercise, canonical)
+    assert ids(out.notebook) == ids(canonical) and out.notes == {}
 
 
 def test_without_cell_ids_a_deleted_check_goes_after_the_learners_solution_cell():
@@ -175,15 +197,22 @@ def test_all_checks_pass_earns_all_points():
     assert graded() == {"99.1": ("pass", 2.0, ""), "99.2": ("pass", 1.0, "")}
 
 
-def test_one_failing_check_of_two_earns_nothing():
+def test_each_check_scores_its_own_points():
     got = graded(c3=("failed", "AssertionError: expected shape (2, 3), got (3,)"))
-    assert got["99.1"] == ("fail", 0, "AssertionError: expected shape (2, 3), got (3,)")
+    assert got["99.1"] == ("fail", 1, "AssertionError: expected shape (2, 3), got (3,)")
     assert got["99.2"][0] == "pass"
+    exercise = score(CODE, results(c3=("failed", "AssertionError: x")), POSSIBLE)[0]
+    assert [(c.cell, c.points, c.possible, c.status) for c in exercise.checks] == [
+        (3, 1, 1, "pass"), (4, 0, 1, "fail")]
 
 
-def test_the_first_failing_check_decides_the_status():
-    got = graded(c2=("timeout", "timed out after 5 s (interrupted)"), c3=("failed", "x"))
-    assert got["99.1"] == ("timeout", 0, "the check timed out after 5 s (interrupted)")
+def test_the_first_failing_check_decides_the_status_and_every_failure_is_kept():
+    got = score(CODE, results(c2=("timeout", "timed out after 5 s (interrupted)"),
+                              c3=("failed", "AssertionError: x\nsecond line")), POSSIBLE)[0]
+    assert (got.status, got.points, got.message) == (
+        "timeout", 0, "the check timed out after 5 s (interrupted)")
+    assert [c.message for c in got.checks] == [
+        "the check timed out after 5 s (interrupted)", "AssertionError: x\nsecond line"]
 
 
 def test_a_failing_solution_cell_is_blamed_for_its_check():
@@ -205,7 +234,7 @@ def test_an_earlier_setup_failure_makes_a_failed_check_an_error():
     got = graded(c0=("error", "ModuleNotFoundError: No module named 'nump'"),
                  c2=("failed", "AssertionError: expected [2 4], got None"))
     status, points, message = got["99.1"]
-    assert (status, points) == ("error", 0)
+    assert (status, points) == ("error", 1)
     assert message.startswith("AssertionError: expected [2 4], got None (after code cell 1")
     assert message.endswith("failed: ModuleNotFoundError: No module named 'nump')")
 
@@ -216,34 +245,55 @@ def test_another_exercises_failure_is_not_blamed():
     assert got["99.2"] == ("fail", 0, "AssertionError: expected 5.0, got 4.0")
 
 
-# --- what the plugin's records mean -------------------------------------------------------------
+def test_a_tampered_check_costs_the_whole_exercise():
+    got = score(CODE, results(c3=("tampered", "the kernel was tampered with: the builtin `len`")),
+                POSSIBLE)
+    assert [(e.exercise, e.status, e.points) for e in got] == [
+        ("99.1", "tampered", 0), ("99.2", "pass", 1)]
+    assert got[0].notes == ["the kernel was tampered with: the builtin `len`"]
 
 
-def record(**fields):
-    base = {"cell": 0, "phase": "call", "exception": "NbCellError", "message": "", "ename": "",
-            "evalue": "", "kernel_exit": None, "kernel_alive": True}
-    return base | fields
+# --- messages from execute replies --------------------------------------------------------------
 
 
-def test_classify_the_records_nbval_produces():
-    assert _classify(record(exception=None), 5).outcome == "passed"
-    got = _classify(record(ename="AssertionError", evalue="expected 1, got 2\nmore"), 5)
-    assert (got.outcome, got.message) == ("failed", "AssertionError: expected 1, got 2")
-    got = _classify(record(ename="ValueError", evalue=""), 5)
-    assert (got.outcome, got.message) == ("error", "ValueError")
-    got = _classify(record(message="Timeout of 5 seconds exceeded executing cell"), 5)
-    assert (got.outcome, got.kernel_lost) == ("timeout", False)
-    got = _classify(record(message="Timeout of 5 seconds exceeded while executing cell. Failed "
-                           "to interrupt kernel", kernel_alive=False), 5)
-    assert (got.outcome, got.kernel_lost) == ("timeout", True)
-    got = _classify(record(message="Timeout of 5 seconds exceeded", kernel_exit=1,
-                           kernel_alive=False), 5)
-    assert (got.outcome, got.message, got.kernel_lost) == (
-        "crashed", "the kernel died with exit code 1", True)
-    got = _classify(record(exception="RuntimeError", message="Kernel dead on test start"), 5)
-    assert got.outcome == "not run"
-    got = _classify(record(phase="setup", exception="RuntimeError", message="no kernel"), 5)
-    assert (got.outcome, got.message) == ("not run", "not run: the kernel did not start: no kernel")
+def explain(ename, evalue, traceback=(), cells=None, counts=None):
+    run = NotebookRun(5)
+    run.cells, run._count = cells or {}, counts or {}
+    return run.explain(Reply("error", ename, evalue, list(traceback)))
+
+
+def test_the_whole_message_is_kept_and_the_summary_is_its_first_line():
+    full, summary, where = explain("AssertionError", "expected [ 0. -1.8]\n     got [ 0. -1.7]")
+    assert full == "AssertionError: expected [ 0. -1.8]\n     got [ 0. -1.7]"
+    assert summary == "AssertionError: expected [ 0. -1.8]" and where == ""
+
+
+def test_a_tf_function_error_shows_its_root_cause_and_the_learners_line():
+    from ipykernel.compiler import get_tmp_hash_seed, murmur2_x86
+
+    body = "@tf.function\ndef f(x):\n    return tf.matmul(x, x)\n"
+    name = murmur2_x86(body, get_tmp_hash_seed())
+    evalue = ("in user code:\n\n"
+              f'    File "/tmp/ipykernel_41/{name}.py", line 3, in f  *\n'
+              "        return tf.matmul(x, x)\n\n"
+              "    InvalidArgumentError: Matrix size-incompatible: In[0]: [2,3], In[1]: [2,3]")
+    traceback = ["\x1b[0;31mValueError\x1b[0m  Traceback (most recent call last)",
+                 "Cell \x1b[0;32mIn[7], line 1\x1b[0m\n----> 1 f(x)\n"]
+    full, summary, where = explain("ValueError", evalue, traceback, cells={4: body, 5: "f(x)"},
+                                   counts={7: 5})
+    assert summary == ("ValueError: InvalidArgumentError: Matrix size-incompatible: In[0]: "
+                       "[2,3], In[1]: [2,3]")
+    assert "code cell 5, line 3, in f" in full and "ipykernel_41" not in full
+    assert where == "code cell 5, line 3: `return tf.matmul(x, x)`"
+
+
+def test_the_learners_line_is_the_deepest_notebook_frame():
+    traceback = ["---", "Cell In[3], line 2\n      1 y = 2\n----> 2 f(0)\n",
+                 "Cell In[2], line 2, in f(x)\n----> 2     return 1/x\n", "ZeroDivisionError"]
+    _, _, where = explain("ZeroDivisionError", "division by zero", traceback,
+                          cells={0: "def f(x):\n    return 1/x", 1: "y = 2\nf(0)"},
+                          counts={2: 0, 3: 1})
+    assert where == "code cell 1, line 2: `return 1/x`"
 
 
 # --- report views -------------------------------------------------------------------------------
@@ -252,22 +302,51 @@ REPORTS = [
     NotebookReport("subs/ada.ipynb", "ada", "99_fixture.ipynb", [
         ExerciseResult("99.1", 2, 2, "pass", notes=["its check cell was edited; the original "
                                                     "check ran instead"]),
-        ExerciseResult("99.2", 0, 1, "error", "NameError: name 'x' is not defined, really")]),
+        ExerciseResult("99.2", 0, 1, "error", "NameError: name 'x' is not defined, really",
+                       checks=[CheckResult(6, 0, 1, "error", "NameError: name 'x' is not "
+                                           "defined, really\nhint: run the cells above",
+                                           "code cell 5, line 1: `print(x)`")])]),
     NotebookReport("subs/bob.ipynb", "bob", "", [], error="not a notebook: the file is not JSON"),
 ]
 
 
-def test_the_table_shows_points_status_message_totals_and_notes():
+def test_the_table_shows_points_status_message_totals_details_and_notes():
     table = format_table(REPORTS)
     assert "  99.1*        2/2  pass" in table
-    assert "  99.2         0/1  error    NameError: name 'x' is not defined, really" in table
+    assert "  99.2         0/1  error     NameError: name 'x' is not defined, really" in table
     assert "  total        2/3" in table
+    assert ("  details:\n    99.2, check in code cell 6 (0/1): error\n"
+            "      NameError: name 'x' is not defined, really\n      hint: run the cells above\n"
+            "      at code cell 5, line 1: `print(x)`\n") in table
     assert "* 99.1: its check cell was edited" in table
     assert "error: not a notebook" in table
     assert table.endswith("all: 2/3 points; 0 of 2 notebooks fully passed")
 
 
-def test_csv_has_one_row_per_learner_and_exercise(tmp_path):
+def test_a_long_message_is_clipped_in_its_row_but_whole_in_the_details():
+    long = "AssertionError: expected " + " ".join(str(i) for i in range(60)) + " got nothing"
+    report = NotebookReport("a.ipynb", "a", "99_fixture.ipynb", [ExerciseResult(
+        "99.1", 0, 1, "fail", long, checks=[CheckResult(3, 0, 1, "fail", long)])])
+    table = format_table([report])
+    row = next(line for line in table.splitlines() if line.startswith("  99.1"))
+    assert row.endswith("...") and len(row) < 130
+    assert long in table
+
+
+def test_control_characters_from_a_submission_cannot_redraw_or_split_the_table():
+    evil = "ev\nil\x1b[2J\u202eenilno"
+    report = NotebookReport(f"subs/{evil}.ipynb", evil, "99_fixture.ipynb", [ExerciseResult(
+        "99.1", 0, 1, "fail", "AssertionError: \x1b[31mred", checks=[
+            CheckResult(3, 0, 1, "fail", "AssertionError: \x1b[31mred\nline 2")])])
+    table = format_table([report])
+    assert "\x1b" not in table and "\u202e" not in table
+    assert table.splitlines()[0] == ("subs/ev\\nil\\x1b[2J\\u202eenilno.ipynb  (learner "
+                                     "ev\\nil\\x1b[2J\\u202eenilno, graded as 99_fixture.ipynb)")
+    assert "      line 2" in table  # the message's own lines stay lines
+    assert escape("a\tb\x00") == "a\\tb\\x00"
+
+
+def test_csv_has_one_row_per_learner_and_exercise_with_the_details(tmp_path):
     write_csv(REPORTS, tmp_path / "grades.csv")
     with open(tmp_path / "grades.csv", newline="") as f:
         rows = list(csv.DictReader(f))
@@ -276,11 +355,41 @@ def test_csv_has_one_row_per_learner_and_exercise(tmp_path):
         == [("ada", "99.1", "2", "2", "pass"), ("ada", "99.2", "0", "1", "error"),
             ("bob", "", "0", "0", "error")]
     assert rows[1]["message"] == "NameError: name 'x' is not defined, really"
+    assert rows[1]["details"] == ("99.2, check in code cell 6 (0/1): error\n"
+                                  "  NameError: name 'x' is not defined, really\n"
+                                  "  hint: run the cells above\n"
+                                  "  at code cell 5, line 1: `print(x)`")
     assert rows[0]["notes"].startswith("its check cell was edited")
 
 
-def test_json_is_machine_readable():
+def test_csv_cells_a_spreadsheet_would_run_as_formulas_are_neutralised(tmp_path):
+    formula = '=HYPERLINK("http://x","y")'
+    report = NotebookReport("s.ipynb", "+cmd|' /C calc'!A0", "99_fixture.ipynb", [
+        ExerciseResult("99.1", 0, 1, "error", f"{formula}: boom", notes=["@SUM(1+1)"]),
+        ExerciseResult("99.2", 1, 1, "pass")])
+    write_csv([report], tmp_path / "g.csv")
+    with open(tmp_path / "g.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert rows[0]["learner"] == "'+cmd|' /C calc'!A0"
+    assert rows[0]["message"] == "'" + formula + ": boom"
+    assert rows[0]["notes"] == "'@SUM(1+1)"
+    assert [csv_safe(x) for x in ("-1", "\t=x", "a=b", "")] == ["'-1", "'\t=x", "a=b", ""]
+
+
+def test_json_is_machine_readable_and_holds_the_same_details():
     data = json.loads(to_json(REPORTS))
     assert [(d["learner"], d["points"], d["possible"], d["passed"]) for d in data] == [
         ("ada", 2, 3, False), ("bob", 0, 0, False)]
-    assert data[0]["exercises"][1]["status"] == "error"
+    ex = data[0]["exercises"][1]
+    assert ex["status"] == "error" and ex["checks"][0]["where"].startswith("code cell 5")
+    with_indent = "\n".join("    " + line for line in ex["details"].splitlines())
+    assert with_indent in format_table(REPORTS)
+
+
+def test_feedback_html_escapes_the_submission_and_shows_every_failing_check():
+    report = NotebookReport("s.ipynb", "<script>x</script>", "99_fixture.ipynb", [
+        ExerciseResult("99.1", 0, 1, "fail", "AssertionError: <b>", checks=[
+            CheckResult(3, 0, 1, "fail", "AssertionError: <b>\nexpected 2, got 3")])])
+    page = feedback_html(report)
+    assert "<script>" not in page and "&lt;script&gt;" in page
+    assert "expected 2, got 3" in page and "What to look at" in page

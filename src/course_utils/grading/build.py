@@ -1,17 +1,20 @@
 """``course-build-exercises``: write ``exercises/`` from ``solutions/``, the single source.
 
 Each ``solutions/NN_topic.ipynb`` becomes ``exercises/NN_topic.ipynb``: solution regions turn
-into stubs, outputs and execution counts are cleared, execution timing metadata is dropped, and
-everything else (cells, cell ids, metadata) is kept, so building twice gives identical bytes.
+into stubs, hidden check cells are left out, outputs and execution counts are cleared, execution
+timing metadata is dropped, and everything else (cells, cell ids, metadata) is kept, so building
+twice gives identical bytes.
 
-    course-build-exercises            # write exercises/ from solutions/
-    course-build-exercises --check    # write nothing; fail if exercises/ is stale (for CI)
+    course-build-exercises                  # write exercises/ from solutions/
+    course-build-exercises --check          # write nothing; fail if exercises/ is stale (for CI)
+    course-build-exercises --release DIR    # what learners get in a graded class (see release())
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,6 +25,7 @@ from nbformat import NotebookNode
 from course_utils.grading.format import (
     FormatError,
     exercise_id,
+    is_hidden,
     is_solution,
     strip_solutions,
     validate,
@@ -29,18 +33,27 @@ from course_utils.grading.format import (
 
 #: Cell metadata written by Jupyter's "record timing" setting and the ExecuteTime extension.
 TIMING_KEYS = ("execution", "ExecuteTime")
+#: In a release (no solutions/), the exercise notebooks as built: the checks course-grade
+#: restores when a learner grades their own work.
+RELEASE_CHECKS = ".course-checks"
+#: What a release holds besides the exercises: everything a learner needs to run the lessons
+#: (`make lab`) and grade their work (`make grade`). Never solutions/ or tests/ (the shortcut
+#: fixtures hold right answers).
+RELEASE_ITEMS = ("notebooks", "src", "jupyter", "benchmarks", "docs", "README.md",
+                 "pyproject.toml", "environment.yml", "Makefile", "LICENSE", ".gitignore")
 
 
-def find_course_root(start: Path | None = None) -> Path:
+def find_course_root(start: Path | None = None, folder: str = "solutions") -> Path:
     """The course repository: the first folder, from ``start`` (default: cwd) upward, that holds
-    ``solutions/`` and ``pyproject.toml``; failing that, the checkout this package lives in."""
+    ``folder`` (default ``solutions/``) and ``pyproject.toml``; failing that, the checkout this
+    package lives in."""
     here = (start or Path.cwd()).resolve()
     package_checkout = Path(__file__).resolve().parents[3]  # src/course_utils/grading/build.py
-    for folder in [here, *here.parents, package_checkout]:
-        if (folder / "solutions").is_dir() and (folder / "pyproject.toml").is_file():
-            return folder
+    for candidate in [here, *here.parents, package_checkout]:
+        if (candidate / folder).is_dir() and (candidate / "pyproject.toml").is_file():
+            return candidate
     raise FileNotFoundError(
-        f"no course repository (a folder with solutions/ and pyproject.toml) above {here}; "
+        f"no course repository (a folder with {folder}/ and pyproject.toml) above {here}; "
         "run from inside the course, or pass --solutions"
     )
 
@@ -62,6 +75,7 @@ def build_notebook(solution: NotebookNode, name: str = "notebook") -> NotebookNo
     """
     validate(solution, name)
     nb = copy.deepcopy(solution)
+    nb.cells = [cell for cell in nb.cells if not is_hidden(cell)]
     for cell in nb.cells:
         for key in TIMING_KEYS:
             cell.metadata.pop(key, None)
@@ -94,6 +108,36 @@ def plan(solutions: Path, exercises: Path) -> tuple[dict[Path, bytes], list[str]
     return wanted, errors
 
 
+def release(root: Path, target: Path) -> list[str]:
+    """Write the learners' copy of the course to ``target`` (which must not exist yet).
+
+    It holds the lessons, the package, the set-up files, and ``exercises/`` built fresh from
+    ``solutions/`` (no solutions, no hidden checks); plus ``.course-checks/``, the same exercise
+    notebooks, which ``course-grade`` uses in place of ``solutions/`` when a learner grades their
+    own work there. No ``solutions/``, no ``tests/``. Returns problems (empty when done).
+    """
+    wanted, errors = plan(root / "solutions", target / "exercises")
+    if errors:
+        return errors
+    target.mkdir(parents=True)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "*.egg-info",
+                                    "results")
+    for item in RELEASE_ITEMS:
+        source = root / item
+        if source.is_dir():
+            shutil.copytree(source, target / item, ignore=ignore)
+        elif source.is_file():
+            shutil.copy2(source, target / item)
+    for folder in ("exercises", RELEASE_CHECKS):
+        (target / folder).mkdir()
+        for path, data in wanted.items():
+            (target / folder / path.name).write_bytes(data)
+    leaked = [str(p.relative_to(target)) for p in target.rglob("*.ipynb")
+              if p.parent.name in ("exercises", RELEASE_CHECKS)
+              and any(is_hidden(c) for c in nbformat.read(p, as_version=4).cells)]
+    return [f"{p} holds a hidden check" for p in leaked]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line entry point; returns the exit status."""
     parser = argparse.ArgumentParser(
@@ -103,7 +147,27 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="write nothing; exit 1 if exercises/ is stale, naming each file")
     parser.add_argument("--solutions", type=Path, help="solutions folder (default: the course's)")
     parser.add_argument("--exercises", type=Path, help="exercises folder (default: the course's)")
+    parser.add_argument("--release", type=Path, metavar="DIR",
+                        help="write the learners' copy of the course to DIR (a new folder): "
+                        "lessons, exercises, the package; no solutions, no hidden checks")
     args = parser.parse_args(argv)
+    if args.release:
+        try:
+            root = find_course_root()
+        except FileNotFoundError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        if args.release.exists():
+            print(f"error: {args.release} exists; give a new folder", file=sys.stderr)
+            return 2
+        problems = release(root, args.release)
+        for problem in problems:
+            print(f"error: {problem}", file=sys.stderr)
+        if not problems:
+            print(f"wrote {args.release}: notebooks/, exercises/ "
+                  f"({len(list((args.release / 'exercises').glob('*.ipynb')))} notebooks), src/; "
+                  "no solutions/, no hidden checks")
+        return 1 if problems else 0
     try:
         root = None if args.solutions and args.exercises else find_course_root()
     except FileNotFoundError as e:

@@ -16,7 +16,10 @@ and becomes, in the exercise, the same cell with each region replaced by a stub:
 
 A check cell has metadata ``{"tags": ["check"], "grading": {"id": "00.1", "points": 1}}`` and
 asserts with a message that says what was expected and what came back. Several check cells may
-share an id: the exercise is worth the sum of their points and passes when all of them pass.
+share an id: the exercise is worth the sum of their points, and each check cell scores its own
+points (partial credit). A check cell tagged ``["check", "hidden"]`` exists only in ``solutions/``:
+the exercises and releases leave it out, and the instructor's grading runs it (held-out inputs
+that a hard-coded answer cannot anticipate).
 
 >>> print(strip_solutions("x = 1\\n### BEGIN SOLUTION\\ny = 2\\n### END SOLUTION", "00.1"))
 x = 1
@@ -36,6 +39,7 @@ BEGIN = "### BEGIN SOLUTION"
 END = "### END SOLUTION"
 SOLUTION_TAG = "solution"
 CHECK_TAG = "check"
+HIDDEN_TAG = "hidden"
 
 
 class FormatError(ValueError):
@@ -73,6 +77,11 @@ def is_solution(cell: Mapping[str, Any]) -> bool:
 def is_check(cell: Mapping[str, Any]) -> bool:
     """True for a code cell tagged ``check``."""
     return cell.get("cell_type") == "code" and CHECK_TAG in tags(cell)
+
+
+def is_hidden(cell: Mapping[str, Any]) -> bool:
+    """True for a check cell tagged ``hidden`` (it lives only in ``solutions/``)."""
+    return is_check(cell) and HIDDEN_TAG in tags(cell)
 
 
 def points(cell: Mapping[str, Any]) -> float | None:
@@ -182,8 +191,11 @@ def strip_solutions(source: str, exercise: str) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-def validate(nb: NotebookNode, name: str) -> None:
+def validate(nb: NotebookNode, name: str, *, stubs: bool = False) -> None:
     """Raise FormatError listing every problem in a solutions notebook (one line each).
+
+    ``stubs=True`` checks an exercise notebook instead (used as the canonical checks of a
+    release, which has no solutions/): its solution cells hold stubs, not marked regions.
 
     Each line names the notebook and the cell and says how to fix it. Checked: cell ids (the
     exercise keeps them, so builds are reproducible), balanced markers, markers only in solution
@@ -195,6 +207,7 @@ def validate(nb: NotebookNode, name: str) -> None:
     seen_ids: set[str] = set()
     first_solution: dict[str, int] = {}
     first_check: dict[str, int] = {}
+    visible: set[str] = set()
 
     def problem(index: int, text: str) -> None:
         problems.append(f"{name}: {describe(nb.cells[index], index)}: {text}")
@@ -207,6 +220,9 @@ def validate(nb: NotebookNode, name: str) -> None:
             problem(i, f"repeats the cell id {cell_id!r}; give it a new one")
         seen_ids.add(cell_id)
         role = {t for t in tags(cell) if t in (SOLUTION_TAG, CHECK_TAG)}
+        if HIDDEN_TAG in tags(cell) and role != {CHECK_TAG}:
+            problem(i, "is tagged 'hidden' but is not a check cell; only check cells can be "
+                    "hidden")
         if cell.cell_type != "code":
             if role:
                 problem(i, f"is a {cell.cell_type} cell tagged {sorted(role)}; only code cells "
@@ -231,7 +247,7 @@ def validate(nb: NotebookNode, name: str) -> None:
                         '{"grading": {"id": "NN.k"}}')
             else:
                 first_solution.setdefault(ex, i)
-            if not regions and not unbalanced:
+            if not regions and not unbalanced and not stubs:
                 problem(i, f"is a solution cell with no {BEGIN} ... {END} region; "
                         "mark the answer, or drop the 'solution' tag")
         elif is_check(cell):
@@ -240,6 +256,8 @@ def validate(nb: NotebookNode, name: str) -> None:
                         '{"grading": {"id": "NN.k", "points": 1}}')
             else:
                 first_check.setdefault(ex, i)
+                if HIDDEN_TAG not in tags(cell):
+                    visible.add(ex)
             if points(cell) is None:
                 problem(i, "is a check cell without points; set grading.points to a positive "
                         f"number (found {grading(cell).get('points')!r})")
@@ -258,6 +276,9 @@ def validate(nb: NotebookNode, name: str) -> None:
             problem(first_check[ex], f"the first check of exercise {ex} comes before its "
                     "solution cell; move it after")
     for ex, i in first_check.items():
+        if ex not in visible:
+            problem(i, f"every check of exercise {ex} is hidden; keep at least one visible, so "
+                    "the learner can check their work")
         if ex not in first_solution:
             problem(i, f"exercise {ex} has a check but no solution cell; add one tagged "
                     f'\'solution\' with {{"grading": {{"id": "{ex}"}}}}')

@@ -1,19 +1,24 @@
-"""``course-grade``: grade exercise notebooks through nbval, safely.
+"""``course-grade``: grade exercise notebooks, with partial credit, in isolated kernels.
 
-    course-grade exercises/00_setup.ipynb            # a learner grades their own work
-    course-grade subs/ --csv grades.csv              # an instructor grades a folder
+    course-grade exercises/00_setup.ipynb                      # a learner grades their own work
+    course-grade subs/ --csv grades.csv --feedback feedback/   # an instructor grades a class
 
 For each notebook: find its solutions notebook (by file name, else by its exercise ids), put the
-canonical check cells back (``restore.py``), run a temporary copy through nbval with a per-cell
-timeout in a fresh kernel (``run.py``), and score each exercise: its points when all its check
-cells pass, else nothing, with the first line of the failure. The learner's file is only read.
+canonical check cells back, hidden checks included (``restore.py``), run a copy cell by cell in a
+fresh kernel below a supervisor, sandboxed with bubblewrap where it is installed (``run.py``,
+``kernel.py``, ``sandbox.py``), and score each check cell on its own. The learner's file is only
+read. How it works, and what is guaranteed with and without the sandbox: CONTRIBUTING.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
+import hashlib
 import json
 import sys
+import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -21,32 +26,90 @@ from pathlib import Path
 import nbformat
 from nbformat import NotebookNode
 
-from course_utils.grading.build import find_course_root
+from course_utils.grading import sandbox as bwrap
+from course_utils.grading.build import RELEASE_CHECKS, find_course_root
 from course_utils.grading.format import (
     describe,
     exercise_id,
     exercises,
     is_check,
+    is_hidden,
     is_solution,
+    points,
     validate,
 )
+from course_utils.grading.kernel import GiB, Limits, descendants, kill_descendants
 from course_utils.grading.report import (
+    CheckResult,
     ExerciseResult,
     NotebookReport,
+    escape,
+    feedback_html,
+    feedback_name,
     format_table,
     to_json,
     write_csv,
 )
 from course_utils.grading.restore import restore_checks
-from course_utils.grading.run import CellResult, run_notebook
+from course_utils.grading.run import CellResult, code_cells, run_notebook
+
+GRADER = Path(__file__).resolve().parent  # course_utils/grading: this code and checks.py
+
+
+class CourseGuard:
+    """Without the sandbox, the kernel could rewrite the grader and the check sources on disk and
+    change every later grade. The guard keeps the bytes of every file under the given folders
+    (the grading package and the solutions), and after each submission puts back whatever
+    changed and says what it was. Other files (the rest of the package, the virtualenv) are not
+    watched: grading without the sandbox is not isolated, and the grader says so."""
+
+    def __init__(self, folders: Sequence[Path]) -> None:
+        self.folders = [f for f in folders if f.is_dir()]
+        self.files = self._read()
+        self.lock = threading.Lock()
+
+    def _read(self) -> dict[Path, bytes]:
+        files = {}
+        for folder in self.folders:
+            for path in folder.rglob("*"):
+                if path.is_file() and "__pycache__" not in path.parts \
+                        and ".ipynb_checkpoints" not in path.parts:
+                    try:
+                        files[path] = path.read_bytes()
+                    except OSError:
+                        continue
+        return files
+
+    def restore(self) -> list[str]:
+        """Put changed, deleted and new files back as they were; the paths that had changed."""
+        with self.lock:
+            now = self._read()
+            changed = sorted({p for p in self.files if now.get(p) != self.files[p]}
+                             | (set(now) - set(self.files)))
+            for path in changed:
+                try:
+                    if path in self.files:
+                        path.parent.mkdir(parents=True, exist_ok=True)
+                        if path.is_symlink():
+                            path.unlink()
+                        path.write_bytes(self.files[path])
+                    else:
+                        path.unlink()
+                except OSError:
+                    continue
+            return [str(p) for p in changed]
 
 
 def grade_notebook(path: str | Path, solutions: str | Path, *, timeout: float = 60.0,
-                   learner: str | None = None) -> NotebookReport:
+                   learner: str | None = None, sandbox: bool = False,
+                   limits: Limits | None = None, hidden: Sequence[Path] = (),
+                   canonical: Path | None = None, guard: CourseGuard | None = None
+                   ) -> NotebookReport:
     """Grade one notebook file against the matching notebook in ``solutions``.
 
     Never raises for anything a learner can do to the file: an unreadable file, a broken cell or
-    a dead kernel becomes an ``error`` in the report.
+    a dead kernel becomes an ``error`` in the report. ``canonical`` forces the solutions notebook
+    (otherwise found by file name, then by exercise ids).
     """
     path, solutions = Path(path), Path(solutions)
     learner = learner if learner is not None else _learner_name(path, solutions)
@@ -57,36 +120,46 @@ def grade_notebook(path: str | Path, solutions: str | Path, *, timeout: float = 
             nb, problem = _read_notebook(path), ""
         except ValueError as e:
             nb, problem = None, str(e)
-        canonical_path = _find_canonical(path, nb, solutions)
+        canonical_path = canonical or _find_canonical(path, nb, solutions)
         if canonical_path is None:
             raise _Ungradable(problem or f"no notebook in {solutions} has its name or exercises")
         report.notebook = canonical_path.name
         try:
-            canonical = nbformat.read(canonical_path, as_version=4)
-            validate(canonical, str(canonical_path))
+            reference = nbformat.read(canonical_path, as_version=4)
+            validate(reference, str(canonical_path), stubs=solutions.name != "solutions")
         except Exception as e:  # the course's own notebook is broken (FormatError, bad JSON)
             raise _Ungradable(f"the solutions notebook cannot be used: {e}") from None
-        possible = exercises(canonical)
+        possible = exercises(reference)
         if nb is None:
             raise _Ungradable(problem)
-        restored = restore_checks(nb, canonical)
-        code = [c for c in restored.notebook.cells if c.get("cell_type") == "code"]
-        results, report.notes = run_notebook(restored.notebook, timeout, canonical_path.name)
+        restored = restore_checks(nb, reference)
+        code = code_cells(restored.notebook)
+        results, report.notes = run_notebook(
+            restored.notebook, timeout, canonical_path.name, sandbox=sandbox, limits=limits,
+            hidden=[solutions, *hidden])
         if code and all(r.outcome == "not run" for r in results):
             raise _Ungradable(results[0].message)  # e.g. the kernel did not start
     except _Ungradable as e:
         report.error = str(e)
     except Exception as e:  # a notebook odd enough to break the grader still gets a report
         report.error = f"the grader could not run this notebook: {type(e).__name__}: {e}"
+    changed = guard.restore() if guard is not None else []
     if report.error:
         report.exercises = [ExerciseResult(ex, 0, p, "error", report.error)
                             for ex, p in possible.items()]
         return report
     report.exercises = score(code, results, possible)
     for e in report.exercises:
-        e.notes = restored.notes.get(e.exercise, [])
+        e.notes = restored.notes.get(e.exercise, []) + e.notes
     report.notes += [n for ex, notes in restored.notes.items() if ex not in possible
                      for n in notes]
+    if changed:
+        what = ", ".join(changed[:5]) + (" ..." if len(changed) > 5 else "")
+        for e in report.exercises:
+            e.points, e.status = 0, "tampered"
+            e.message = "the submission changed the course's files"
+        report.notes.append(f"the submission changed the course's files ({what}); they were put "
+                            "back, and every exercise scores 0")
     return report
 
 
@@ -94,40 +167,75 @@ class _Ungradable(Exception):
     """Why a notebook cannot be run at all; every exercise then gets this as its error."""
 
 
+_STATUS = {"failed": "fail", "timeout": "timeout", "tampered": "tampered"}
+
+
 def score(code: list[NotebookNode], results: list[CellResult], possible: dict[str, float]
           ) -> list[ExerciseResult]:
-    """Map cell results to exercises.
+    """Map cell results to exercises; each check cell scores its own points.
 
-    An exercise earns its points only when all its check cells pass. Otherwise its status comes
-    from the first check that did not pass: ``fail`` for an AssertionError, ``timeout`` if it
-    timed out, else ``error``; and if an earlier cell failed that this exercise depends on (its
-    own solution cell, or a cell outside every exercise such as a setup cell), the status is
-    ``error`` (``timeout`` if that cell timed out) and the message names that cell.
+    A check that did not pass is ``fail`` (AssertionError), ``timeout``, ``tampered``, or
+    ``error``; and if an earlier cell failed that it depends on (its exercise's own solution
+    cell, or a cell outside every exercise such as a setup cell), it is ``error`` (``timeout`` if
+    that cell timed out) and the message names that cell. The exercise scores the sum of its
+    checks' points (0 if any check was ``tampered``); its status and one-line message are those
+    of its first check that did not pass.
     """
     graded = []
     for ex, total in possible.items():
-        checks = [i for i, c in enumerate(code) if is_check(c) and exercise_id(c) == ex]
-        failing = [i for i in checks if results[i].outcome != "passed"]
-        if checks and not failing:
-            graded.append(ExerciseResult(ex, total, total, "pass"))
-            continue
-        if not checks:  # cannot happen after restore_checks; kept so a bug shows as an error
+        cells = [i for i, c in enumerate(code) if is_check(c) and exercise_id(c) == ex]
+        if not cells:  # cannot happen after restore_checks; kept so a bug shows as an error
             graded.append(ExerciseResult(ex, 0, total, "error", "its check cell did not run"))
             continue
-        first = results[failing[0]]
-        status = {"failed": "fail", "timeout": "timeout"}.get(first.outcome, "error")
-        message = first.message if first.outcome != "timeout" else f"the check {first.message}"
-        cause = _cause(code, results, ex, failing[0]) if status != "timeout" else None
-        if cause is not None:
-            cell, result = code[cause], results[cause]
-            status = "timeout" if result.outcome == "timeout" else "error"
-            if is_solution(cell):
-                message = f"{result.message} (in your solution, code cell {cause + 1})"
-            else:
-                message = f"{message} (after code {describe(cell, cause)} failed: " \
-                    f"{result.message})"
-        graded.append(ExerciseResult(ex, 0, total, status, message))
+        checks, summaries = [], []
+        for i in cells:
+            check, summary = _score_check(code, results, ex, i)
+            checks.append(check)
+            summaries.append(summary)
+        failing = [k for k, c in enumerate(checks) if c.status != "pass"]
+        result = ExerciseResult(ex, sum(c.points for c in checks), total, "pass", checks=checks)
+        tampered = [checks[k] for k in failing if checks[k].status == "tampered"]
+        if tampered:
+            result.points, result.status = 0, "tampered"
+            result.message = tampered[0].message
+            result.notes.append(tampered[0].message)
+        elif failing:
+            result.status, result.message = checks[failing[0]].status, summaries[failing[0]]
+        graded.append(result)
     return graded
+
+
+def _score_check(code: list[NotebookNode], results: list[CellResult], ex: str, i: int
+                 ) -> tuple[CheckResult, str]:
+    """One check cell's result, and the one-line summary for the exercise's row."""
+    worth, r = points(code[i]) or 0.0, results[i]
+    hidden = is_hidden(code[i])
+    if r.outcome == "passed":
+        return CheckResult(i + 1, worth, worth, "pass", hidden=hidden), ""
+    status = _STATUS.get(r.outcome, "error")
+    message, summary, where = r.message, r.summary, r.where
+    if status == "timeout":
+        message = summary = f"the check {r.message}"
+    if status not in ("timeout", "tampered"):
+        cause = _cause(code, results, ex, i)
+        if cause is not None:
+            blamed = results[cause]
+            status = "timeout" if blamed.outcome == "timeout" else "error"
+            if is_solution(code[cause]):
+                suffix = f" (in your solution, code cell {cause + 1})"
+                message, summary = _first_line_plus(blamed.message, suffix), \
+                    blamed.summary + suffix
+                where = blamed.where
+            else:
+                suffix = f" (after code {describe(code[cause], cause)} failed: " \
+                    f"{blamed.summary})"
+                message, summary = _first_line_plus(message, suffix), summary + suffix
+    return CheckResult(i + 1, 0, worth, status, message, where, hidden), summary
+
+
+def _first_line_plus(message: str, suffix: str) -> str:
+    first, _, rest = message.partition("\n")
+    return first + suffix + ("\n" + rest if rest else "")
 
 
 def _cause(code: list[NotebookNode], results: list[CellResult], ex: str, before: int
@@ -211,45 +319,155 @@ def collect(paths: Sequence[str | Path], solutions: Path) -> list[tuple[Path, st
     return found
 
 
+def _shared_canonical(todo: list[tuple[Path, str]], solutions: Path) -> Path | None:
+    """When every readable submission in a batch is graded against one notebook, that one: an
+    empty or broken file in the same batch is then graded against it too (a row per exercise)."""
+    found = set()
+    for path, _ in todo:
+        try:
+            nb = _read_notebook(path)
+        except ValueError:
+            nb = None
+        canonical = _find_canonical(path, nb, solutions)
+        if canonical is not None:
+            found.add(canonical)
+    return found.pop() if len(found) == 1 else None
+
+
+def _harden() -> None:
+    """Keep processes of the same user out of ``/proc/<grader>/fd`` (no fake lines written to
+    the grader's output through ``/proc/<pid>/fd/1``; root is not kept out, the sandbox is), and
+    make the grader a child subreaper: a process that outlives its kernel's supervisor is
+    re-parented here, and ``main`` kills it at the end."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None)
+        libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
+        libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER = 36
+
+
+def canonical_folder(explicit: Path | None) -> Path:
+    """``--solutions``, else the course's ``solutions/``, else (in a release) its checks."""
+    if explicit is not None:
+        return explicit
+    try:
+        return find_course_root() / "solutions"
+    except FileNotFoundError:
+        return find_course_root(folder=RELEASE_CHECKS) / RELEASE_CHECKS
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line entry point; exit status 0 only when every exercise passed."""
     parser = argparse.ArgumentParser(
-        prog="course-grade", description="Grade exercise notebooks through nbval, safely.")
+        prog="course-grade", description="Grade exercise notebooks: partial credit, full "
+        "feedback, each in an isolated kernel.")
     parser.add_argument("paths", nargs="+", metavar="PATH", help="notebooks or folders")
     parser.add_argument("--solutions", type=Path, help="solutions folder (default: the course's)")
+    parser.add_argument("--notebook", metavar="NN_topic",
+                        help="grade every file against this solutions notebook")
     parser.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
                         help="per-cell timeout (default: 60)")
     parser.add_argument("--csv", type=Path, metavar="OUT.csv",
                         help="also write one row per learner and exercise to this file")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--feedback", type=Path, metavar="DIR",
+                        help="write one HTML report per submission into DIR")
     parser.add_argument("--jobs", type=int, default=1, help="notebooks graded at once")
+    parser.add_argument("--memory", type=float, default=6.0, metavar="GiB",
+                        help="memory limit per submission (default: 6)")
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--sandbox", dest="sandbox", action="store_true", default=None,
+                       help="run each kernel under bubblewrap (the default where bwrap works)")
+    group.add_argument("--no-sandbox", dest="sandbox", action="store_false",
+                       help="run kernels as plain processes (still in their own session, with "
+                       "limits, and cleaned up)")
     args = parser.parse_args(argv)
     if args.timeout <= 0:
         parser.error(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
     try:
-        solutions = args.solutions or find_course_root() / "solutions"
+        solutions = canonical_folder(args.solutions)
     except FileNotFoundError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if not solutions.is_dir():
         print(f"error: {solutions} is not a folder of solutions notebooks", file=sys.stderr)
         return 2
+    canonical = None
+    if args.notebook:
+        canonical = solutions / f"{Path(args.notebook).stem}.ipynb"
+        if not canonical.is_file():
+            print(f"error: no {canonical}", file=sys.stderr)
+            return 2
     todo = collect(args.paths, solutions)
     if not todo:
         print(f"error: no notebooks in {' '.join(args.paths)}", file=sys.stderr)
         return 2
+    if canonical is None and len(todo) > 1:
+        canonical_for_broken = _shared_canonical(todo, solutions)
+    else:
+        canonical_for_broken = None
+
+    sandbox = args.sandbox
+    available = bwrap.bwrap_path() is not None
+    if sandbox is None:
+        sandbox = available
+    if sandbox and not available:
+        print(f"error: --sandbox: {bwrap.why_not_available()}", file=sys.stderr)
+        return 2
+    if not sandbox:
+        why = "--no-sandbox" if args.sandbox is False else bwrap.why_not_available()
+        print(f"warning: grading is not isolated ({why}): a submission's code runs with your "
+              "rights and can read and write your files; see README, 'Grading a class'",
+              file=sys.stderr)
+    _harden()
+    hidden = [Path(p).resolve() for p in args.paths]
+    hidden += [p.resolve() for p in (args.csv, args.feedback) if p is not None]
+    guard = None if sandbox else CourseGuard([GRADER, solutions])
+    limits = Limits(memory_bytes=int(args.memory * GiB))
 
     def grade(item: tuple[Path, str]) -> NotebookReport:
-        print(f"grading {item[0]} ...", file=sys.stderr, flush=True)
-        return grade_notebook(item[0], solutions, timeout=args.timeout, learner=item[1])
+        sys.stdout.flush()
+        print(f"grading {escape(str(item[0]))} ...", file=sys.stderr, flush=True)
+        forced = canonical
+        if forced is None and canonical_for_broken is not None:
+            try:
+                _read_notebook(item[0])
+            except ValueError:
+                forced = canonical_for_broken
+        return grade_notebook(item[0], solutions, timeout=args.timeout, learner=item[1],
+                              sandbox=sandbox, limits=limits, hidden=hidden, canonical=forced,
+                              guard=guard)
 
-    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        reports = list(pool.map(grade, todo))
+    before = descendants()
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            reports = list(pool.map(grade, todo))
+    finally:
+        kill_descendants(keep=before)
     print(to_json(reports) if args.json else format_table(reports))
     if args.csv:
         write_csv(reports, args.csv)
         print(f"wrote {args.csv}", file=sys.stderr)
+    if args.feedback:
+        args.feedback.mkdir(parents=True, exist_ok=True)
+        names = _unique([feedback_name(r) for r in reports])
+        for report, name in zip(reports, names, strict=True):
+            (args.feedback / name).write_text(feedback_html(report), encoding="utf-8")
+        print(f"wrote {len(reports)} feedback page(s) to {args.feedback}", file=sys.stderr)
     return 0 if all(r.passed for r in reports) else 1
+
+
+def _unique(names: list[str]) -> list[str]:
+    """File names made unique by a short hash where two learners clean to the same name."""
+    seen: dict[str, int] = {}
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+    out = []
+    for k, name in enumerate(names):
+        if seen[name] > 1:
+            tag = hashlib.sha256(f"{k}".encode()).hexdigest()[:6]
+            name = name.replace(".html", f"-{tag}.html")
+        out.append(name)
+    return out
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ capped per cell (``Limits.output_bytes``); the rest is dropped with a note.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -48,6 +49,8 @@ INTERRUPT_GRACE_S = 5.0
 #: Largest single message taken from the kernel's output channel (larger ones are dropped).
 MAX_MESSAGE_BYTES = 8 * 2**20
 GiB = 2**30
+#: The environment variable that marks a kernel's processes, to find any that escaped.
+RUN_MARK = "COURSE_GRADE_RUN"
 
 
 @dataclass
@@ -135,6 +138,7 @@ class Kernel:
         self._sockets: dict[str, zmq.Socket] = {}
         self._session: Session | None = None
         self.started_s = 0.0
+        self.token = secrets.token_hex(12)  # marks every process of this kernel (environment)
 
     # -- start -----------------------------------------------------------------------------
 
@@ -186,6 +190,7 @@ class Kernel:
         except KernelError:
             self.close()
             raise
+        connection_file.unlink()  # read at start-up; the key is no one else's business
         self.started_s = time.monotonic() - t0
 
     def _environment(self, work: Path) -> dict[str, str]:
@@ -208,6 +213,7 @@ class Kernel:
             tmp.mkdir()
             env["TMPDIR"] = str(tmp)
         env.update(self.extra_env)
+        env[RUN_MARK] = self.token
         return env
 
     def _read_supervisor(self) -> None:
@@ -220,17 +226,32 @@ class Kernel:
         self._context = zmq.Context()
         self._session = Session(key=info["key"].encode(), signature_scheme="hmac-sha256",
                                 username="course-grade")
-        base = f"ipc://{info['ip']}"
-        for name, kind in (("shell", zmq.DEALER), ("control", zmq.DEALER), ("iopub", zmq.SUB)):
-            sock = self._context.socket(kind)
+        self._base = f"ipc://{info['ip']}"
+        self._ports = {name: info[name + "_port"] for name in ("shell", "control", "iopub")}
+        for name in ("shell", "control"):
+            sock = self._context.socket(zmq.DEALER)
             sock.linger = 0
-            if name == "iopub":
-                sock.setsockopt(zmq.SUBSCRIBE, b"")
-                sock.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
-            else:
-                sock.setsockopt(zmq.MAXMSGSIZE, 8 * MAX_MESSAGE_BYTES)
-            sock.connect(f"{base}-{info[name + '_port']}")
+            sock.setsockopt(zmq.MAXMSGSIZE, 8 * MAX_MESSAGE_BYTES)
+            sock.connect(f"{self._base}-{self._ports[name]}")
             self._sockets[name] = sock
+        self._connect_iopub()
+
+    def _connect_iopub(self) -> None:
+        """(Re)connect the output channel. A message over MAX_MESSAGE_BYTES makes ZeroMQ drop
+        the connection (the grader never holds it in memory); the monitor tells us, and we
+        connect again."""
+        for name in ("iopub", "monitor"):
+            if name in self._sockets:
+                if name == "iopub":
+                    self._sockets[name].disable_monitor()
+                self._sockets.pop(name).close(linger=0)
+        sock = self._context.socket(zmq.SUB)
+        sock.linger = 0
+        sock.setsockopt(zmq.SUBSCRIBE, b"")
+        sock.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
+        self._sockets["monitor"] = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        sock.connect(f"{self._base}-{self._ports['iopub']}")
+        self._sockets["iopub"] = sock
 
     def _poll_supervisor(self) -> None:
         """Read what the supervisor said; set ``self.lost`` when the kernel is gone."""
@@ -293,14 +314,22 @@ class Kernel:
         return msg["header"]["msg_id"]
 
     def _receive(self, timeout: float) -> list[tuple[str, dict[str, Any]]]:
-        """Messages that arrive within ``timeout`` seconds (at least one wait); signed ones only."""
+        """Messages that arrive within ``timeout`` seconds (at least one wait); signed ones only.
+        A dropped output connection shows as ("monitor", {}) and is reconnected."""
         poller = zmq.Poller()
-        for sock in (self._sockets["shell"], self._sockets["iopub"], self._sockets["control"]):
+        for sock in self._sockets.values():
             poller.register(sock, zmq.POLLIN)
-        out = []
+        out: list[tuple[str, dict[str, Any]]] = []
         ready = dict(poller.poll(max(0, int(timeout * 1000))))
-        for name, sock in self._sockets.items():
-            if sock not in ready:
+        if self._sockets["monitor"] in ready:
+            with contextlib.suppress(zmq.Again):
+                while self._sockets["monitor"].recv_multipart(zmq.NOBLOCK):
+                    pass
+            self._connect_iopub()
+            out.append(("monitor", {}))
+            ready.pop(self._sockets["monitor"], None)
+        for name, sock in list(self._sockets.items()):
+            if sock not in ready or name == "monitor":
                 continue
             while True:
                 try:
@@ -339,12 +368,16 @@ class Kernel:
         out: list[str] = []
         kept = 0
         deadline, interrupted_at, result, result_at = t0 + timeout, None, None, 0.0
-        idle = False
+        idle = dropped_one = False
         while result is None or not idle:
             now = time.monotonic()
             if result is not None and now > result_at + 2.0:
                 break  # the reply came; its trailing output is not worth waiting for
             for name, msg in self._receive(0.05):
+                if name == "monitor":  # an output message over the limit was dropped, or
+                    dropped_one = True  # the kernel died (then _lost says so)
+                    idle = True  # its idle status may have been lost with the connection
+                    continue
                 parent = msg.get("parent_header", {}).get("msg_id")
                 if parent != msg_id:
                     continue
@@ -379,6 +412,8 @@ class Kernel:
                 return reply
         reply.stdout = "".join(out)
         reply.seconds = time.monotonic() - t0
+        if dropped_one:
+            reply.dropped_bytes += MAX_MESSAGE_BYTES
         reply.execution_count = result.get("execution_count")
         reply.user_expressions = result.get("user_expressions", {}) or {}
         if result.get("status") == "ok":
@@ -419,6 +454,9 @@ class Kernel:
             sup.kill()
             sup.wait()
         self._poll_supervisor()
+        # The supervisor kills its whole tree; a process that escaped it (the kernel killed its
+        # supervisor first) still carries this kernel's mark in its environment.
+        kill_marked(self.token)
 
     def close(self) -> None:
         """Kill the kernel and its processes, close the sockets, delete the private folder."""
@@ -433,6 +471,61 @@ class Kernel:
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)
             self.folder = None
+
+
+def kill_marked(token: str, rounds: int = 5) -> int:
+    """Kill every process of this user whose environment holds ``RUN_MARK=token``."""
+    mark = f"{RUN_MARK}={token}".encode()
+    uid, killed = os.getuid(), 0
+    for _ in range(rounds):
+        found = []
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                continue
+            try:
+                if entry.stat().st_uid != uid:
+                    continue
+                with open(f"/proc/{entry.name}/environ", "rb") as f:
+                    if mark in f.read().split(b"\0"):
+                        found.append(int(entry.name))
+            except OSError:
+                continue
+        if not found:
+            break
+        for pid in found:
+            try:
+                os.kill(pid, 9)
+                killed += 1
+            except OSError:
+                pass
+        time.sleep(0.05)
+    return killed
+
+
+def descendants() -> set[int]:
+    import psutil
+
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+def kill_descendants(keep: set[int] = frozenset()) -> int:
+    """Kill every process below this one but ``keep`` (those that were there before grading):
+    the grader's last sweep, see ``grade.main``."""
+    import psutil
+
+    killed = 0
+    for _ in range(5):
+        procs = [p for p in psutil.Process().children(recursive=True) if p.pid not in keep]
+        if not procs:
+            break
+        for p in procs:
+            try:
+                p.kill()
+                killed += 1
+            except psutil.Error:
+                pass
+        psutil.wait_procs(procs, timeout=1)
+    return killed
 
 
 def _text_of(kind: str, content: dict[str, Any]) -> str:

@@ -1,36 +1,65 @@
-"""What a grade is (``ExerciseResult``, ``NotebookReport``) and how it is shown: table, CSV, JSON.
+"""What a grade is (``CheckResult``, ``ExerciseResult``, ``NotebookReport``) and how it is shown:
+a table with a details section, CSV, JSON, and an HTML feedback page.
 
 >>> report = NotebookReport("subs/ada.ipynb", "ada", "00_setup.ipynb", [
 ...     ExerciseResult("00.1", 2, 2, "pass"),
-...     ExerciseResult("00.2", 0, 1, "fail", "AssertionError: expected 1218, got 1216")])
+...     ExerciseResult("00.2", 0, 1, "fail", "AssertionError: expected 1218, got 1216", checks=[
+...         CheckResult(6, 0, 1, "fail", "AssertionError: expected 1218, got 1216\\nhint: W is "
+...                     "n_in x n_out")])])
 >>> print(format_table([report]))
 subs/ada.ipynb  (learner ada, graded as 00_setup.ipynb)
-  exercise  points  status   message
+  exercise  points  status    message
   00.1         2/2  pass
-  00.2         0/1  fail     AssertionError: expected 1218, got 1216
+  00.2         0/1  fail      AssertionError: expected 1218, got 1216
   total        2/3
+  details:
+    00.2, check in code cell 6 (0/1): fail
+      AssertionError: expected 1218, got 1216
+      hint: W is n_in x n_out
 """
 
 from __future__ import annotations
 
 import csv
+import html
 import json
+import re
+import unicodedata
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
 
-Status = Literal["pass", "fail", "error", "timeout"]
+Status = Literal["pass", "fail", "error", "timeout", "tampered"]
 CSV_COLUMNS = ("learner", "notebook", "exercise", "points", "possible", "status", "message",
-               "notes")
+               "details", "notes")
+
+
+@dataclass
+class CheckResult:
+    """One check cell's result: each check cell scores its own points (partial credit)."""
+
+    cell: int  # 1-based position among the graded notebook's code cells
+    points: float
+    possible: float
+    status: Status
+    message: str = ""  # the whole failure: expected, got, hints; several lines
+    where: str = ""  # the learner's line where it went wrong
+    hidden: bool = False  # a hidden check (solutions/ only): its code is not shown
+
+    def text(self) -> str:
+        """The message and where it happened, as shown in the details."""
+        return self.message + (f"\nat {self.where}" if self.where else "")
 
 
 @dataclass
 class ExerciseResult:
-    """The grade of one exercise.
+    """The grade of one exercise: the sum of its checks' points.
 
-    ``status`` is ``pass`` (every check cell passed; full points), ``fail`` (a check raised
-    AssertionError), ``error`` (any other exception, including the stub's NotImplementedError,
-    or an earlier cell failed) or ``timeout``. ``message`` is the first line of the failure.
+    ``status`` is ``pass`` (every check passed), else the status of its first check that did not
+    pass: ``fail`` (an AssertionError), ``error`` (any other exception, such as the stub's
+    NotImplementedError, or an earlier cell it depends on failed), ``timeout``, or ``tampered``
+    (the kernel was changed around its checks: 0 points). ``message`` is one line, for tables;
+    the checks hold the whole messages.
     """
 
     exercise: str
@@ -39,6 +68,27 @@ class ExerciseResult:
     status: Status
     message: str = ""
     notes: list[str] = field(default_factory=list)  # e.g. "its check cell was edited; ..."
+    checks: list[CheckResult] = field(default_factory=list)
+
+    def details(self) -> list[tuple[str, str]]:
+        """(heading, full text) of each failing check; identical messages share one entry."""
+        groups: list[tuple[list[CheckResult], str]] = []
+        for c in self.checks:
+            if c.status == "pass":
+                continue
+            if groups and groups[-1][1] == c.text():
+                groups[-1][0].append(c)
+            else:
+                groups.append(([c], c.text()))
+        out = []
+        for checks, text in groups:
+            cells = ", ".join(str(c.cell) for c in checks)
+            pts = f"{_num(sum(c.points for c in checks))}/{_num(sum(c.possible for c in checks))}"
+            kind = "hidden check" if all(c.hidden for c in checks) else "check"
+            many = "s" if len(checks) > 1 else ""
+            out.append((f"{self.exercise}, {kind}{many} in code cell{many} {cells} ({pts}): "
+                        f"{checks[0].status}", text or "(no message)"))
+        return out
 
 
 @dataclass
@@ -67,8 +117,11 @@ class NotebookReport:
             e.status == "pass" for e in self.exercises)
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "points": self.points, "possible": self.possible,
+        data = {**asdict(self), "points": self.points, "possible": self.possible,
                 "passed": self.passed}
+        for ex, result in zip(data["exercises"], self.exercises, strict=True):
+            ex["details"] = details_text(result)
+        return data
 
 
 def _num(x: float) -> str:
@@ -79,27 +132,61 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
+def escape(text: str, keep_newlines: bool = False) -> str:
+    """Control and format characters (terminal escapes, bidi overrides, NUL, newlines in a name)
+    written as escapes, so that text from a submission cannot redraw or split a table."""
+    out = []
+    for ch in str(text):
+        if keep_newlines and ch in "\n\t":
+            out.append(ch)
+        elif unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp"):
+            out.append(ch.encode("unicode_escape").decode("ascii"))
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def details_text(e: ExerciseResult) -> str:
+    """The details of one exercise, as the table, the CSV and the JSON show them."""
+    lines = []
+    for heading, text in e.details():
+        lines.append(heading)
+        lines += [f"  {line}" for line in text.splitlines()]
+    return "\n".join(lines)
+
+
 def format_table(reports: list[NotebookReport], width: int = 90) -> str:
-    """One block per notebook: exercise, points, status, message; a total; then the notes."""
+    """One block per notebook: a summary line per exercise, the total, the details of every
+    failing check (whole messages), then the notes."""
     blocks = []
     for r in reports:
-        graded_as = f"graded as {r.notebook}" if r.notebook else "no matching solutions notebook"
-        lines = [f"{r.path}  (learner {r.learner}, {graded_as})"]
+        graded_as = f"graded as {escape(r.notebook)}" if r.notebook else \
+            "no matching solutions notebook"
+        lines = [f"{escape(r.path)}  (learner {escape(r.learner)}, {graded_as})"]
         if r.error:
-            lines.append(f"  error: {r.error}")
+            lines.append(f"  error: {escape(r.error)}")
         rows = [("exercise", "points", "status", "message")]
-        rows += [(e.exercise + ("*" if e.notes else ""), f"{_num(e.points)}/{_num(e.possible)}",
-                  e.status, _clip(e.message, width)) for e in r.exercises]
+        rows += [(escape(e.exercise) + ("*" if e.notes else ""),
+                  f"{_num(e.points)}/{_num(e.possible)}", e.status,
+                  _clip(escape(e.message.strip().splitlines()[0] if e.message.strip() else ""),
+                        width)) for e in r.exercises]
         rows.append(("total", f"{_num(r.points)}/{_num(r.possible)}", "", ""))
         widths = [max(len(row[k]) for row in rows) for k in range(3)]
-        widths[2] = max(widths[2], len("timeout"))  # the same columns for every notebook
+        widths[2] = max(widths[2], len("tampered"))  # the same columns for every notebook
         for name, pts, status, message in rows:
             line = f"  {name:<{widths[0]}}  {pts:>{max(widths[1], 6)}}  {status:<{widths[2]}}"
             lines.append(f"{line}  {message}".rstrip())
+        details = [(h, t) for e in r.exercises for h, t in e.details()]
+        if details and not r.error:
+            lines.append("  details:")
+            for heading, text in details:
+                lines.append(f"    {escape(heading)}")
+                lines += [f"      {line}".rstrip()
+                          for line in escape(text, keep_newlines=True).splitlines()]
         notes = [f"* {e.exercise}: {n}" for e in r.exercises for n in e.notes] + r.notes
         if notes:
             lines.append("  notes:")
-            lines += [f"    {n}" for n in notes]
+            lines += [f"    {escape(n)}" for n in notes]
         blocks.append("\n".join(lines))
     if len(reports) > 1:
         points = sum(r.points for r in reports)
@@ -110,21 +197,91 @@ def format_table(reports: list[NotebookReport], width: int = 90) -> str:
     return "\n\n".join(blocks)
 
 
+_FORMULA = re.compile(r"^[=+\-@\t\r\n\uff1d\uff0b\uff0d\uff20]")
+
+
+def csv_safe(text: str) -> str:
+    """A cell a spreadsheet shows as text: a leading ``= + - @`` (or tab, CR) makes LibreOffice
+    and Excel read a formula (``=HYPERLINK(...)``), so such a cell gets a leading apostrophe."""
+    text = str(text)
+    return "'" + text if _FORMULA.match(text) else text
+
+
 def write_csv(reports: list[NotebookReport], path: str | Path) -> None:
-    """One row per learner and exercise (a notebook that could not be graded gets one row)."""
+    """One row per learner and exercise (a notebook that could not be matched to a solutions
+    notebook gets one row); text cells cannot be read as formulas."""
     with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
         writer.writerow(CSV_COLUMNS)
         for r in reports:
             for e in r.exercises:
-                writer.writerow([r.learner, r.notebook or r.path, e.exercise, _num(e.points),
-                                 _num(e.possible), e.status, e.message,
-                                 "; ".join(e.notes + r.notes)])
+                writer.writerow([csv_safe(r.learner), csv_safe(r.notebook or r.path),
+                                 csv_safe(e.exercise), _num(e.points), _num(e.possible),
+                                 e.status, csv_safe(e.message), csv_safe(details_text(e)),
+                                 csv_safe("; ".join(e.notes + r.notes))])
             if not r.exercises:
-                writer.writerow([r.learner, r.notebook or r.path, "", "0", "0", "error",
-                                 r.error, "; ".join(r.notes)])
+                writer.writerow([csv_safe(r.learner), csv_safe(r.notebook or r.path), "", "0",
+                                 "0", "error", csv_safe(r.error), "",
+                                 csv_safe("; ".join(r.notes))])
 
 
 def to_json(reports: list[NotebookReport]) -> str:
-    """The reports as a JSON list, with each notebook's points, possible and passed."""
+    """The reports as a JSON list: each notebook's points, possible and passed, each exercise's
+    checks and details."""
     return json.dumps([r.to_dict() for r in reports], indent=2)
+
+
+# --- HTML feedback ------------------------------------------------------------------------------
+
+_STYLE = """
+body { font: 15px/1.45 system-ui, sans-serif; max-width: 60rem; margin: 2rem auto; padding: 0 1rem;
+       color: #1d1d1f; }
+table { border-collapse: collapse; margin: 1rem 0; }
+th, td { text-align: left; padding: .3rem .8rem; border-bottom: 1px solid #ddd; }
+td.pts { text-align: right; font-variant-numeric: tabular-nums; }
+.pass { color: #1a7f37; } .fail, .error, .timeout, .tampered { color: #b42318; }
+pre { background: #f6f8fa; padding: .7rem; overflow-x: auto; white-space: pre-wrap; }
+.note { color: #555; }
+"""
+
+
+def _first(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else ""
+
+
+def feedback_html(r: NotebookReport) -> str:
+    """A page for the learner: the table, every failing check's whole message, the notes."""
+    e_ = html.escape
+    rows = "".join(
+        f"<tr><td>{e_(x.exercise)}</td><td class=pts>{_num(x.points)}/{_num(x.possible)}</td>"
+        f"<td class={x.status}>{x.status}</td><td>{e_(_first(x.message))}</td></tr>"
+        for x in r.exercises)
+    parts = [f"<!doctype html><html lang=en><meta charset=utf-8><title>Feedback: "
+             f"{e_(r.notebook or r.path)}</title><style>{_STYLE}</style><body>",
+             f"<h1>{e_(r.notebook or r.path)}</h1>",
+             f"<p>Learner: <b>{e_(r.learner)}</b>. Total: <b>{_num(r.points)}/"
+             f"{_num(r.possible)}</b> points.</p>"]
+    if r.error:
+        parts.append(f"<p class=error>This notebook could not be run: {e_(r.error)}</p>")
+    parts.append("<table><tr><th>exercise</th><th>points</th><th>status</th><th>message</th>"
+                 f"</tr>{rows}</table>")
+    details = [(h, t) for x in r.exercises for h, t in x.details()]
+    if details and not r.error:
+        parts.append("<h2>What to look at</h2>")
+        for heading, text in details:
+            parts.append(f"<h3>{e_(heading)}</h3><pre>{e_(text)}</pre>")
+    notes = [f"{x.exercise}: {n}" for x in r.exercises for n in x.notes] + r.notes
+    if notes:
+        parts.append("<h2>Notes</h2><ul>" + "".join(f"<li class=note>{e_(n)}</li>"
+                                                     for n in notes) + "</ul>")
+    parts.append("<p class=note>Each check cell scores its own points. A check's message says "
+                 "what was expected and what came back; fix the first problem first, as later "
+                 "ones often follow from it.</p></body></html>")
+    return "\n".join(parts)
+
+
+def feedback_name(r: NotebookReport) -> str:
+    """A safe file name for the learner's feedback page: ``<learner>__<notebook>.html``."""
+    def clean(text: str) -> str:
+        return re.sub(r"[^\w.-]+", "_", text).strip("._") or "x"
+    return f"{clean(r.learner)}__{clean(Path(r.notebook or r.path).stem)}.html"

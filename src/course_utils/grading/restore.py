@@ -10,9 +10,12 @@ are the ones in ``solutions/``. A learner's cell is recognised as a given check 
   same exercise (then: after the last such solution cell); with neither, at the end;
 - a check moved above its exercise's solution cell is moved back the same way;
 - a cell tagged ``check`` that matches no canonical check loses its grading metadata: it still
-  runs, but earns nothing.
+  runs, but earns nothing;
+- a hidden check (tagged ``hidden``, only in ``solutions/``) is put in like a deleted one, without
+  a note: the learner never had it.
 
-Each of these is reported in a note; the learner's cells are otherwise left as they are.
+Each of the others is reported in a note naming the check; the learner's cells are otherwise
+left as they are.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from course_utils.grading.format import (
     exercise_id,
     grading,
     is_check,
+    is_hidden,
     is_solution,
     tags,
 )
@@ -53,7 +57,8 @@ def restore_checks(learner: NotebookNode, canonical: NotebookNode) -> Restored:
     >>> tampered.id = check.id
     >>> out = restore_checks(v4.new_notebook(cells=[tampered]), v4.new_notebook(cells=[check]))
     >>> out.notebook.cells[0].source, out.notes
-    ('assert f() == 1', {'00.1': ['its check cell was edited; the original check ran instead']})
+    ('assert f() == 1', {'00.1': ['its check cell (`assert f() == 1`) was edited; the original \
+check ran instead']})
     """
     result = Restored(notebook=copy.deepcopy(learner))
     cells = result.notebook.cells
@@ -88,10 +93,12 @@ def restore_checks(learner: NotebookNode, canonical: NotebookNode) -> Restored:
     for k, i in match.items():
         ex = exercise_id(checks[k])
         if not _same_check(cells[i], checks[k]):
-            result.note(ex, "its check cell was edited; the original check ran instead")
+            result.note(ex, f"its check cell {_name(checks, k)}was edited; the original check "
+                        "ran instead")
         solutions = [j for j, c in enumerate(cells) if is_solution(c) and exercise_id(c) == ex]
         if solutions and i < solutions[0]:
-            result.note(ex, "its check cell was above its solution; it ran after the solution")
+            result.note(ex, f"its check cell {_name(checks, k)}was above its solution; it ran "
+                        "after the solution")
         else:
             keep[i] = k
     restored = [_fresh(checks[keep[i]]) if i in keep else c for i, c in enumerate(cells)
@@ -100,8 +107,9 @@ def restore_checks(learner: NotebookNode, canonical: NotebookNode) -> Restored:
     for k, check in enumerate(checks):
         if any(c.get("id") == check.get("id") for c in restored if is_check(c)):
             continue
-        if k not in match:
-            result.note(exercise_id(check), "its check cell was deleted; the original was put back")
+        if k not in match and not is_hidden(check):
+            result.note(exercise_id(check), f"its check cell {_name(checks, k)}was deleted; the "
+                        "original was put back")
         restored.insert(_insertion_point(restored, canonical, check), _fresh(check))
 
     result.notebook.cells = restored
@@ -122,6 +130,19 @@ def _insertion_point(cells: list[NotebookNode], canonical: NotebookNode, check: 
     if solutions:
         return solutions[-1] + 1
     return len(cells)
+
+
+def _name(checks: list[NotebookNode], k: int) -> str:
+    """How a note names a check: its first line of code, and which of the exercise's checks
+    it is when there are several (``(2 of 3, `# Check 00.1: ...`) ``)."""
+    ex = exercise_id(checks[k])
+    same = [c for c in checks if exercise_id(c) == ex and not is_hidden(c)]
+    lines = [line.strip() for line in str(checks[k].source).splitlines() if line.strip()]
+    first = lines[0] if lines else ""
+    first = first if len(first) <= 50 else first[:47] + "..."
+    position = f"{same.index(checks[k]) + 1} of {len(same)}, " if len(same) > 1 and \
+        checks[k] in same else ""
+    return f"({position}`{first}`) "
 
 
 def _same_check(mine: NotebookNode, check: NotebookNode) -> bool:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 import secrets
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -32,7 +33,7 @@ from nbformat import NotebookNode
 
 from course_utils.grading import tamper
 from course_utils.grading.format import is_check, tags
-from course_utils.grading.kernel import Kernel, KernelError, Limits, Reply
+from course_utils.grading.kernel import INTERRUPT_GRACE_S, Kernel, KernelError, Limits, Reply
 
 Outcome = Literal["passed", "failed", "error", "timeout", "crashed", "skipped", "not run",
                   "tampered"]
@@ -42,6 +43,7 @@ RAISES_MARK = "NBVAL_RAISES_EXCEPTION"
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _CELL_FRAME = re.compile(r"^Cell In\[(\d+)\], line (\d+)")
 _CELL_FILE = re.compile(r'File "(?:[^"\n]*/)?ipykernel_\d+/(\d+)\.py", line (\d+)')
+_SYNTAX_FILE = re.compile(r"\((\d+)\.py, line (\d+)\)")  # SyntaxError: ... (123.py, line 2)
 #: Lines that head a framework's error message and say nothing themselves: the root cause is
 #: further down (TensorFlow's tf.function errors, TorchScript's interpreter errors).
 _HEADERS = re.compile(r"^(in user code:|The following operation failed in the TorchScript "
@@ -167,8 +169,8 @@ class NotebookRun:
         notes = []
         if reply.dropped_bytes:
             notes.append(f"code cell {index + 1} printed more than "
-                         f"{_size(self.limits.output_bytes)}; {_size(reply.dropped_bytes)} "
-                         "of output were dropped")
+                         f"{_size(self.limits.output_bytes)}; the grader kept the first "
+                         f"{_size(self.limits.output_bytes)} and dropped the rest")
         if reply.kernel_lost:
             what = reply.why_lost or "the kernel died"
             outcome: Outcome = "timeout" if reply.status == "timeout" else "crashed"
@@ -205,16 +207,18 @@ class NotebookRun:
 
     def _name_cell_files(self, text: str) -> str:
         """``File "/tmp/ipykernel_7/123.py", line 4`` -> ``code cell 3, line 4``."""
-        if "ipykernel_" not in text:
+        if "ipykernel_" not in text and ".py, line" not in text:
             return text
         names = _cell_file_names(self.cells)
 
         def name(match: re.Match) -> str:
             index = names.get(match.group(1))
-            return f"code cell {index + 1}, line {match.group(2)}" if index is not None \
-                else match.group(0)
+            if index is None:
+                return match.group(0)
+            where = f"code cell {index + 1}, line {match.group(2)}"
+            return f"({where})" if match.group(0).startswith("(") else where
 
-        return _CELL_FILE.sub(name, text)
+        return _SYNTAX_FILE.sub(name, _CELL_FILE.sub(name, text))
 
     def _where(self, reply: Reply) -> str:
         """The deepest traceback frame in a notebook cell: ``code cell 3, line 2: `...```."""
@@ -361,17 +365,22 @@ def code_cells(nb: NotebookNode) -> list[NotebookNode]:
 
 def run_notebook(nb: NotebookNode, timeout: float, name: str = "notebook.ipynb", *,
                  sandbox: bool = False, limits: Limits | None = None,
-                 hidden: list[Path] | None = None, probe: bool = True
-                 ) -> tuple[list[CellResult], list[str]]:
+                 hidden: list[Path] | None = None, probe: bool = True,
+                 budget: float | None = None) -> tuple[list[CellResult], list[str]]:
     """Run the code cells of ``nb``; one result per code cell, and notes about the run.
 
     After a cell that lost the kernel, a fresh kernel runs the earlier cells again (not the
-    ones that lost a kernel) and the run goes on after it. ``name`` is only used in notes.
+    ones that lost a kernel) and the run goes on after it. ``budget`` bounds the whole run in
+    seconds (default: every cell's timeout plus start-ups); cells after it are "not run".
+    ``name`` is only used in notes.
     """
     code = code_cells(nb)
     results: list[CellResult] = []
     notes: list[str] = []
     bad: set[int] = set()
+    if budget is None:
+        budget = 120.0 + len(code) * (timeout + INTERRUPT_GRACE_S + 2.0)
+    deadline = time.monotonic() + budget
     run = NotebookRun(timeout, sandbox=sandbox, limits=limits, hidden=hidden, probe=probe)
     try:
         try:
@@ -380,6 +389,13 @@ def run_notebook(nb: NotebookNode, timeout: float, name: str = "notebook.ipynb",
             first = KernelError(f"not run: the kernel did not start: {e}")
             return [CellResult(i, "not run", str(first)) for i in range(len(code))], notes
         for i, cell in enumerate(code):
+            left = deadline - time.monotonic()
+            if left <= 1.0:
+                message = f"not run: the notebook used up its time budget ({budget:.0f} s)"
+                results += [CellResult(j, "not run", message) for j in range(i, len(code))]
+                notes.append(f"{name} used up its time budget of {budget:.0f} s at code cell "
+                             f"{i + 1}; the cells from there on did not run")
+                break
             if not run.alive():
                 replay = [(j, str(code[j].get("source", ""))) for j in range(i) if j not in bad
                           and results[j].outcome != "skipped"]
@@ -389,13 +405,19 @@ def run_notebook(nb: NotebookNode, timeout: float, name: str = "notebook.ipynb",
                     results += [CellResult(j, "not run", f"not run: no fresh kernel: {e}")
                                 for j in range(i, len(code))]
                     break
+            run.timeout = min(timeout, max(1.0, deadline - time.monotonic()))
             result = run.run_cell(i, cell)
+            if result.outcome == "timeout" and run.timeout < timeout:
+                result.message = result.message.replace(
+                    f"after {run.timeout:g} s", f"after {run.timeout:g} s (the notebook's time "
+                    "budget ran out)")
             results.append(result)
             notes += result.notes
             if result.kernel_lost:
                 bad.add(i)
                 if i + 1 < len(code):
-                    what = "crashed the kernel" if result.outcome == "crashed" else \
+                    what = f"lost the kernel ({result.message})" if \
+                        result.outcome == "crashed" else \
                         "ignored the interrupt after its timeout, so its kernel was stopped"
                     notes.append(f"code cell {i + 1} {what}; the cells after it ran again in "
                                  "a fresh kernel, without it")

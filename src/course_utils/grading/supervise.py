@@ -61,6 +61,7 @@ def _limits(config: dict) -> Callable[[], None]:
 
     def apply() -> None:
         os.setsid()
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the kernel dies if the supervisor is killed
         for name, value in limits.items():
             kind = getattr(resource, f"RLIMIT_{name.upper()}", None)
             if kind is None or value is None:
