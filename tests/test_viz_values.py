@@ -258,3 +258,33 @@ def test_traced_function_values_and_grads_match_its_eager_run():
     assert got["w"] == ("= " + format_value(w.numpy()), "grad " + format_value(w.grad.numpy()))
     (root,) = [n for n in d.graph.nodes if n.value == "= " + format_value(loss.numpy())]
     assert root.grad == "grad 1"
+
+
+class _Value:  # the smallest engine a lesson writes: value, grad, inputs, op
+    def __init__(self, data, inputs=(), op=""):
+        self.data, self.grad, self.inputs, self.op = data, 0.0, inputs, op
+
+    def __mul__(self, other):
+        return _Value(self.data * other.data, (self, other), "*")
+
+    def __add__(self, other):
+        return _Value(self.data + other.data, (self, other), "+")
+
+
+@pytest.mark.parametrize("renderer", RENDERERS)
+def test_graph_of_draws_your_own_nodes(renderer):
+    x, w = _Value(2.0), _Value(-3.0)
+    y = x * w + x * x  # x is used three times: one node, three edges out
+    y.grad, x.grad, w.grad = 1.0, w.data + 2 * x.data, x.data  # by hand: dy/dx, dy/dw
+    g = viz.graph_of(y, label="op", value="data", grad="grad",
+                     name=lambda v: {id(x): "x", id(w): "w"}.get(id(v), ""))
+    d = viz.draw(g, renderer=renderer)
+    by_name = {n.details[0] if n.details else n.id: n for n in d.graph.nodes}
+    assert len(d.graph.nodes) == 6  # x, w, x*w, x*x, +, and the result marker
+    assert (by_name["x"].value, by_name["x"].grad) == ("= 2", "grad 1")
+    assert (by_name["w"].kind, by_name["w"].grad) == ("input", "grad 2")
+    assert sum(e.src == by_name["x"].id for e in d.graph.edges) == 3
+    assert [n.label for n in d.graph.nodes if n.kind == "op"] == ["*", "*", "+"]
+    assert "= -2" in svg_texts(d.svg)  # y = -6 + 4
+    with pytest.raises(TypeError, match="attribute name or a function"):
+        viz.graph_of(y, inputs=3)

@@ -31,12 +31,13 @@ from typing import Any
 
 from .adapters import SUPPORTED, as_mg_graph, is_mg_tensor, is_torch_tensor, to_drawgraph
 from .dot import clean_graphviz_svg, have_dot, run_dot, to_dot
+from .generic import graph_of
 from .layout import render_svg
 from .model import DrawCluster, DrawEdge, DrawGraph, DrawNode, apply_highlight, collapse
 from .values import annotate_eager, annotate_graph, annotate_torch, format_value
 
 __all__ = ["SUPPORTED", "DrawCluster", "DrawEdge", "DrawGraph", "DrawNode", "Drawing",
-           "StepThrough", "draw", "format_value", "step_through"]
+           "StepThrough", "draw", "format_value", "graph_of", "step_through"]
 
 RENDERERS = ("graphviz", "builtin")
 DEFAULT_MAX_NODES = 60
