@@ -174,7 +174,7 @@ def _add_mg_nodes(g: DrawGraph, graph: Any, prefix: str, cluster: DrawCluster | 
         for key, sub in subs:
             c = g.add_cluster(f"{nid}/{key}", f"{n.name}: {key}",
                               parent=cluster.id if cluster else None)
-            _add_mg_nodes(g, sub, f"{nid}/{key}/", c, scope or (n.name,))
+            _add_mg_nodes(g, sub, f"{nid}/{key}/", c, scope or (n.name, key))
             params = [p for p in sub.nodes if p.op == "placeholder"]
             if 0 < len(params) <= len(n.inputs):
                 first = len(n.inputs) - len(params)  # the operands come last, in order
@@ -382,7 +382,7 @@ def _add_tf_nodes(g: DrawGraph, gd: Any, shapes: Mapping[str, list[str]],
                 g.add_edge(f"{nid}/{key}/{out}", nid, _pick(sub_shapes.get(out, []), 0))
         g.add_node(nid, n.op, kind=kind, details=details,
                    name=nid if prefix else None, scope=n.name.split("/")[:-1] if not prefix
-                   else [s for s in prefix.split("/") if s][:1])
+                   else [s for s in prefix.split("/") if s][:2])
         if cluster is not None:
             cluster.members.append(nid)
         for ref in n.input:
