@@ -122,6 +122,8 @@ def test_every_frame_has_one_layout_and_the_same_bytes_twice(renderer):
     loss = mg.sum(mg.tanh(x * 3.0) * x)
     st = viz.step_through(loss, renderer=renderer)
     again = viz.step_through(loss, renderer=renderer)
+    (three,) = [n for n in st.graph.nodes if n.kind == "const"]
+    assert three.value == "= 3" and "= 3" not in three.details  # said once, as its value
     assert [f.svg for f in st.frames] == [f.svg for f in again.frames]
     assert st.text() == again.text() and st.html() == again.html()
 

@@ -14,10 +14,13 @@ function's arguments as ``invars``, arrays it closed over as ``constvars``, and 
 Literals (``1.0`` in ``add a 1.0``) are not nodes in a jaxpr, so they stay in the equation text.
 Edges carry the jaxpr's own types (``f64[200,32]``), and variable names are the ones
 ``print(jaxpr)`` shows, so the drawing and the printout can be read side by side. An equation that
-holds sub-jaxprs (the branches of ``cond``, the body of ``while`` and ``scan``, the callee of
-``jit`` or ``custom_jvp_call``) is one box that says what it holds. Each equation's
-``name_stack`` (``jvp()``, ``transpose(jvp())`` after ``jax.grad``; ``jax.named_scope`` names) is
-its scope, so a large jaxpr collapses into the forward and the backward pass.
+holds sub-jaxprs (the branches of ``cond``, the test and body of ``while``, the body of ``scan``,
+the callee of ``jit`` or ``custom_jvp_call``) is drawn after a cluster per sub-jaxpr, labelled
+``cond: branches[1]``: its operands flow into the sub-jaxprs' inputs, and their results into it.
+Each equation's ``name_stack`` (``jvp()``, ``transpose(jvp())`` after ``jax.grad``;
+``jax.named_scope`` names) is its scope, and a sub-jaxpr's equations are scoped under their
+equation, so a large jaxpr collapses into the forward and the backward pass, and each loop body into
+one box.
 
 jax is never imported here: an object can only be a jaxpr if the program already imported jax.
 
@@ -56,7 +59,7 @@ def is_jaxpr(obj: Any) -> bool:
 
 
 def from_jaxpr(obj: Any) -> DrawGraph:
-    """A `DrawGraph` of a jaxpr's top level: one node per variable binder and equation."""
+    """A `DrawGraph` of a jaxpr: one node per variable binder and equation, sub-jaxprs boxed."""
     core = _core()
     if _is_traced(obj):
         obj = obj.jaxpr
@@ -69,41 +72,7 @@ def from_jaxpr(obj: Any) -> DrawGraph:
         return names.get(v) or _fallback_name(v, names)
 
     g = DrawGraph(title=_title(jaxpr), scope_sep="/")
-    producer: dict[Any, str] = {}  # Var -> id of the node that defines it
-    for v, value in zip(jaxpr.constvars, consts, strict=True):
-        nid = f"const:{name(v)}"
-        g.add_node(nid, name(v), kind="const", name=name(v),
-                   details=("constant", _type(v), _small_value(value)))
-        producer[v] = nid
-    arg_names = _arg_names(jaxpr)
-    for i, v in enumerate(jaxpr.invars):
-        nid = f"in:{name(v)}"
-        arg = arg_names[i] if i < len(arg_names) else ""
-        g.add_node(nid, name(v), kind="input", name=name(v),
-                   details=(arg if arg != name(v) else "", _type(v)))
-        producer[v] = nid
-    for k, eqn in enumerate(jaxpr.eqns):
-        nid = f"eqn:{k}"
-        outs = [v for v in eqn.outvars if not isinstance(v, core.DropVar)]
-        label = eqn.primitive.name
-        subs = _sub_jaxprs(eqn.params)
-        details = [_cut(_equation(eqn, name)), *_param_lines(eqn.params)]
-        if subs:
-            details.append(_cut(_sub_summary(subs)))
-        g.add_node(nid, label, kind="group" if subs else "op",
-                   name=next((name(v) for v in outs if name(v) != "_"), f"{label}_{k}"),
-                   details=details,
-                   scope=_scope(eqn))
-        if subs:
-            g.node(nid).members = sum(len(j.eqns) for _, j in subs)
-        seen: set[str] = set()  # `mul a a` reads a twice: one edge
-        for x in eqn.invars:
-            src = producer.get(x) if not isinstance(x, core.Literal) else None
-            if src is not None and src not in seen:
-                g.add_edge(src, nid, _type(x))
-                seen.add(src)
-        for v in outs:
-            producer[v] = nid
+    producer = _add_jaxpr(g, jaxpr, consts, name, arg_names=_arg_names(jaxpr))
     results = []
     for v in jaxpr.outvars:
         if isinstance(v, core.Literal):  # f returned a constant: draw it, or the edge dangles
@@ -119,6 +88,85 @@ def from_jaxpr(obj: Any) -> DrawGraph:
         for src, t in dict.fromkeys(results):  # one edge per producer and type
             g.add_edge(src, "output", t)
     return g
+
+
+def _add_jaxpr(g: DrawGraph, jaxpr: Any, consts: list[Any], name: Any, *, prefix: str = "",
+               cluster: Any = None, scope: tuple[str, ...] | None = None,
+               arg_names: tuple[str, ...] = ()) -> dict[Any, str]:
+    """Draw ``jaxpr``'s binders and equations with ids ``prefix + ...``; return Var -> node id.
+
+    Inside a sub-jaxpr (``cluster`` is its box) every node joins the box and has ``scope``. An
+    equation that holds sub-jaxprs gets one box per sub-jaxpr, drawn just before it: its operands
+    flow into the sub-jaxprs' inputs, and their results flow into it (as lesson 05's minigraph
+    cond and while_loop nodes are drawn).
+    """
+    core = _core()
+    producer: dict[Any, str] = {}
+
+    def add(nid: str, label: str, **kw: Any) -> None:
+        g.add_node(nid, label, **kw)
+        if cluster is not None:
+            cluster.members.append(nid)
+
+    for v, value in zip(jaxpr.constvars, consts, strict=True):
+        nid = f"{prefix}const:{name(v)}"
+        add(nid, name(v), kind="const", name=name(v), scope=scope or (),
+            details=("constant", _type(v), _small_value(value)))
+        producer[v] = nid
+    for i, v in enumerate(jaxpr.invars):
+        nid = f"{prefix}in:{name(v)}"
+        arg = arg_names[i] if i < len(arg_names) else ""
+        add(nid, name(v), kind="input", name=name(v), scope=scope or (),
+            details=(arg if arg != name(v) else "", _type(v)))
+        producer[v] = nid
+    for k, eqn in enumerate(jaxpr.eqns):
+        nid = f"{prefix}eqn:{k}"
+        label = eqn.primitive.name
+        eqn_scope = scope if scope is not None else _scope(eqn)
+        subs = _sub_jaxprs(eqn.params)
+        routed: set[Any] = set()  # operands that flow into a sub-jaxpr instead of the equation
+        for role, sub, sub_consts in subs:
+            box = g.add_cluster(f"{nid}/{role}", f"{label}: {role}",
+                                parent=cluster.id if cluster is not None else None)
+            inner = _add_jaxpr(g, sub, sub_consts, name, prefix=f"{nid}/{role}/", cluster=box,
+                               scope=(*eqn_scope, f"{label} {role}"))
+            for outer, param in _operands_of(eqn, role, sub):
+                if not isinstance(outer, core.Literal) and outer in producer:
+                    g.add_edge(producer[outer], inner[param], _type(outer))
+                    routed.add(outer)
+            for v in dict.fromkeys(v for v in sub.outvars if not isinstance(v, core.Literal)):
+                if v in inner:
+                    g.add_edge(inner[v], nid, _type(v))
+        outs = [v for v in eqn.outvars if not isinstance(v, core.DropVar)]
+        add(nid, label, name=next((name(v) for v in outs if name(v) != "_"), f"{label}_{k}"),
+            details=[_cut(_equation(eqn, name)), *_param_lines(eqn.params)], scope=eqn_scope)
+        seen: set[str] = set()  # `mul a a` reads a twice: one edge
+        for x in eqn.invars:
+            if isinstance(x, core.Literal) or x in routed or x not in producer:
+                continue
+            if producer[x] not in seen:
+                g.add_edge(producer[x], nid, _type(x))
+                seen.add(producer[x])
+        for v in outs:
+            producer[v] = nid
+    return producer
+
+
+def _operands_of(eqn: Any, role: str, sub: Any) -> list[tuple[Any, Any]]:
+    """(operand of ``eqn``, input of its sub-jaxpr ``role``) pairs: which value flows where.
+
+    The operands a sub-jaxpr reads come last, in order (cond: index, then the branches'
+    operands; scan and jit: one to one), except for ``while``, whose operands are the test's
+    constants, the body's constants, then the loop carry.
+    """
+    ops = list(eqn.invars)
+    if eqn.primitive.name == "while":
+        m, k = eqn.params.get("cond_nconsts", 0), eqn.params.get("body_nconsts", 0)
+        ops = (ops[:m] if role == "cond_jaxpr" else ops[m:m + k]) + ops[m + k:]
+    n = len(sub.invars)
+    if n == 0 or n > len(ops):
+        return []
+    return list(zip(ops[len(ops) - n:], sub.invars, strict=True))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -212,36 +260,29 @@ def _param_lines(params: dict[str, Any]) -> list[str]:
     return lines[:3]
 
 
-def _jaxprs_in(value: Any) -> list[Any]:
-    """The jaxprs a parameter holds: one, or a tuple of them (cond's branches)."""
+def _jaxprs_in(value: Any) -> list[tuple[Any, list[Any]]]:
+    """(jaxpr, its constants) per jaxpr a parameter holds: one, or a tuple (cond's branches)."""
     core = _core()
     items = value if isinstance(value, tuple) else (value,)
     found = []
     for item in items:
         if isinstance(item, core.ClosedJaxpr):
-            found.append(item.jaxpr)
+            found.append((item.jaxpr, list(item.consts)))
         elif isinstance(item, core.Jaxpr):
-            found.append(item)
+            found.append((item, [None] * len(item.constvars)))
     return found if len(found) == len(items) else []
 
 
-def _sub_jaxprs(params: dict[str, Any]) -> list[tuple[str, Any]]:
-    """(role, jaxpr) for each sub-jaxpr of an equation: ``branches[0]``, ``body_jaxpr``, ..."""
+def _sub_jaxprs(params: dict[str, Any]) -> list[tuple[str, Any, list[Any]]]:
+    """(role, jaxpr, constants) per sub-jaxpr of an equation: ``branches[0]``, ``body_jaxpr``."""
     subs = []
     for key in sorted(params):
         found = _jaxprs_in(params[key])
         if len(found) == 1 and not isinstance(params[key], tuple):
-            subs.append((key, found[0]))
+            subs.append((key, *found[0]))
         else:
-            subs.extend((f"{key}[{i}]", j) for i, j in enumerate(found))
+            subs.extend((f"{key}[{i}]", j, c) for i, (j, c) in enumerate(found))
     return subs
-
-
-def _sub_summary(subs: list[tuple[str, Any]]) -> str:
-    """``branches[0]: 1 eqn, branches[1]: 2 eqns``: what a box with sub-jaxprs holds."""
-    def eqns(j: Any) -> str:
-        return f"{len(j.eqns)} eqn" + ("" if len(j.eqns) == 1 else "s")
-    return ", ".join(f"{role}: {eqns(j)}" for role, j in subs)
 
 
 def _scope(eqn: Any) -> tuple[str, ...]:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import base64
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from html import escape
@@ -115,7 +114,7 @@ class StepThrough:
             f'padding: 4px; border: 1px solid #cfd8dc; border-radius: 4px">{_img(f)}</div>'
             for f in self.frames]
         head = (f'<div style="font-size: 13px; margin: 2px 0 6px 0">{escape(self.summary())}. '
-                "In JupyterLab, a slider steps through these frames.</div>")
+                "Run the cell in JupyterLab to step through them with a slider.</div>")
         return f'<div class="course-viz-steps">{head}{self._notes_html()}{"".join(figures)}</div>'
 
     def _notes_html(self) -> str:
@@ -178,13 +177,7 @@ class StepThrough:
 def _img(frame: Frame) -> str:
     """The frame as an ``<img>`` whose source is the SVG itself (a ``data:`` URI)."""
     data = base64.b64encode(frame.svg.encode("utf-8")).decode("ascii")
-    size = _SIZE.search(frame.svg)  # shown at 1 px per pt: the frames are big enough
-    width = f' width="{round(float(size[1]))}"' if size else ""
-    return (f'<img src="data:image/svg+xml;base64,{data}"{width} '
-            f'alt="{escape(frame.caption)}"/>')
-
-
-_SIZE = re.compile(r'<svg[^>]*?\swidth="([0-9.]+)pt"')
+    return f'<img src="data:image/svg+xml;base64,{data}" alt="{escape(frame.caption)}"/>'
 
 
 def _in_kernel() -> bool:
@@ -391,6 +384,10 @@ def _render(frames: list[Frame], plan: _Plan, renderer: str, rankdir: str,
     so no box grows and nothing moves from one frame to the next."""
     g = plan.graph
     g.notes.extend(plan.notes)
+    valued = {nid for nid, _, _ in plan.forward}
+    for n in g.nodes:  # a constant's "= 2" is its value: said once, on the value line
+        if n.id in valued:
+            n.details = tuple(d for d in n.details if not d.startswith("= "))
     widest = _widest(frames)
     for n in g.nodes:  # the final picture, and the sizes to lay out
         n.value, n.grad = widest.get((n.id, "value"), ""), widest.get((n.id, "grad"), "")
