@@ -9,6 +9,7 @@ grader: tests/test_grading_attacks.py.
 
 from __future__ import annotations
 
+import copy
 import csv
 import hashlib
 import importlib.util
@@ -205,3 +206,54 @@ def test_a_hidden_check_runs_when_grading_and_costs_a_hard_coded_answer(tmp_path
         (3, "pass", False), (4, "pass", False), (5, "fail", True)]
     assert ex.notes == [], "no 'deleted check' note for a check the learner never had"
     assert "hidden check in code cell 5 (0/1): fail" in grade.format_table([report])
+
+
+# --- a class: the same grades whatever the parallelism and the sandbox ---------------------------
+
+DOUBLES = ["return 2 * np.asarray(x)", "return np.asarray(x) + np.asarray(x)", "return x",
+           "return np.asarray(x) * 2.0", "return [2 * v for v in x]", "raise ValueError('no')",
+           "return np.array([2, 4])", "print('hi' * 1000)\n    return 2 * np.asarray(x)"]
+LENGTHS = ["length = float(np.sqrt(np.sum(v ** 2)))", "length = 5.0", "length = 4.0",
+           "length = float(np.linalg.norm(v))", "length = v.sum()",
+           'raise NotImplementedError("Exercise 99.2: your code here")']
+
+
+def mixed_class(folder: Path) -> None:
+    """30 submissions: the fixture cases that finish quickly, and answers of every kind."""
+    folder.mkdir()
+    quick = ["full", "partial", "tampered", "deleted_check", "reordered", "crash", "syntax_error",
+             "broken_setup", "not_a_notebook", "empty"]
+    for case in quick:
+        shutil.copy(FIXTURES / "submissions" / case / "99_fixture.ipynb", folder / f"{case}.ipynb")
+    base = nbformat.read(FIXTURES / "submissions" / "full" / "99_fixture.ipynb", as_version=4)
+    for k in range(20):
+        nb = copy.deepcopy(base)
+        next(c for c in nb.cells if c.id == "sol-1").source = \
+            f"def double(x):\n    {DOUBLES[k % len(DOUBLES)]}"
+        next(c for c in nb.cells if c.id == "sol-2").source = \
+            f"v = np.array([3.0, 4.0])\n{LENGTHS[k % len(LENGTHS)]}"
+        nbformat.write(nb, folder / f"learner{k:02d}.ipynb")
+
+
+def class_grades(folder: Path, *args: str) -> list[tuple]:
+    command = [sys.executable, "-m", "course_utils.grading.grade", str(folder), "--solutions",
+               str(SOLUTIONS), "--json", *args]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stderr
+    return [(r["learner"], e["exercise"], e["points"], e["status"], e["message"],
+             tuple(c["status"] for c in e["checks"])) for r in json.loads(done.stdout)
+            for e in r["exercises"]]
+
+
+def test_a_class_of_30_grades_the_same_with_one_or_two_jobs_sandboxed_or_not(tmp_path):
+    """Two runs that differ in both (a third and fourth would cost a minute more): one job
+    without the sandbox, two jobs in it. The attack tests run two jobs both ways."""
+    mixed_class(tmp_path / "class")
+    modes = [("--jobs", "1", "--no-sandbox")]
+    modes.append(("--jobs", "2", "--sandbox") if SANDBOX else ("--jobs", "2", "--no-sandbox"))
+    grades = {mode: class_grades(tmp_path / "class", *mode) for mode in modes}
+    first = grades[modes[0]]
+    assert len({learner for learner, *_ in first}) == 30
+    assert sum(points for _, _, points, *_ in first) > 0
+    for mode in modes[1:]:
+        assert grades[mode] == first, mode

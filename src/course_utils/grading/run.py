@@ -89,6 +89,7 @@ class NotebookRun:
         self._nonce = secrets.token_hex(8)
         self._expected: tuple[int, dict[str, str]] | None = None
         self.restarts = 0
+        self._checked = False  # the last request was a check cell, probed after it
 
     def __enter__(self) -> NotebookRun:
         self.start()
@@ -132,19 +133,27 @@ class NotebookRun:
 
     # -- cells ------------------------------------------------------------------------------
 
-    def _execute(self, index: int, source: str, timeout: float | None = None) -> Reply:
+    def _execute(self, index: int, source: str, timeout: float | None = None,
+                 user_expressions: dict[str, str] | None = None) -> Reply:
         assert self.kernel is not None
-        reply = self.kernel.execute(source, self.timeout if timeout is None else timeout)
+        reply = self.kernel.execute(source, self.timeout if timeout is None else timeout,
+                                    user_expressions=user_expressions)
         if not reply.kernel_lost or reply.execution_count is not None:
             self.sent.append(source)
         self.cells[index] = source
         if reply.execution_count is not None:
             self._count[reply.execution_count] = index
+        self._checked = False
         return reply
 
     def run_cell(self, index: int, cell: NotebookNode | str, *, check: bool | None = None
                  ) -> CellResult:
-        """Run one code cell (a notebook cell, or just its source) and judge it."""
+        """Run one code cell (a notebook cell, or just its source) and judge it.
+
+        Around a check cell: a fingerprint just before it (unless the cell before was a check,
+        which left the kernel fingerprinted), one taken right after it in the same request (a
+        user expression, evaluated when the check passed), and a canary after it.
+        """
         source = cell if isinstance(cell, str) else str(cell.get("source", ""))
         cell_tags = [] if isinstance(cell, str) else tags(cell)
         check = (not isinstance(cell, str) and is_check(cell)) if check is None else check
@@ -153,9 +162,14 @@ class NotebookRun:
         if self.kernel is None or not self.kernel.alive():
             return CellResult(index, "not run", "not run: the kernel died in an earlier cell",
                               kernel_lost=True)
-        before = self._tampering() if check and self.probe else []
-        reply = self._execute(index, source)
-        after = self._tampering() if check and self.probe and not reply.kernel_lost else []
+        probing = check and self.probe and self._baseline is not None
+        before = self._tampering() if probing and not self._checked else []
+        expressions = {"probe": tamper.probe_expression(self._nonce)} if probing else None
+        reply = self._execute(index, source, user_expressions=expressions)
+        after = []
+        if probing and reply.status == "ok":
+            after = self._tampering(tamper.parse(self._nonce, "ok", reply.user_expressions))
+            self._checked = True
         result = self._judge(index, source, reply,
                              raises="raises-exception" in cell_tags or RAISES_MARK in source)
         changed = list(dict.fromkeys(before + after))
@@ -243,22 +257,33 @@ class NotebookRun:
 
     def _fingerprint(self, deep: bool = False) -> tuple[dict | None, str]:
         assert self.kernel is not None
-        reply = self.kernel.execute(tamper.probe_source(self._nonce, deep), 30.0, silent=True,
-                                    store_history=False)
-        return tamper.parse(self._nonce, reply.status, reply.ename, reply.evalue)
+        reply = self.kernel.execute("", 30.0, silent=True, store_history=False,
+                                    user_expressions={"probe": tamper.probe_expression(
+                                        self._nonce, deep)})
+        return tamper.parse(self._nonce, reply.status, reply.user_expressions)
 
-    def _tampering(self) -> list[str]:
-        """What changed since the baseline (empty: nothing); probes the kernel once."""
+    def _canary(self) -> str:
+        assert self.kernel is not None
+        nonce = secrets.token_hex(8)
+        reply = self.kernel.execute(tamper.canary_source(nonce), 30.0, silent=True,
+                                    store_history=False)
+        return tamper.check_canary(nonce, reply.status, reply.ename, reply.evalue) \
+            if not reply.kernel_lost else ""
+
+    def _tampering(self, probed: tuple[dict | None, str] | None = None) -> list[str]:
+        """What changed since the baseline (empty: nothing), from a fingerprint (``probed``, or
+        a fresh probe) and a canary."""
         if self.kernel is None or not self.kernel.alive() or self._baseline is None:
             return []
-        now, problem = self._fingerprint()
+        now, problem = probed if probed is not None else self._fingerprint()
+        canary = self._canary()
         if now is None:
-            return [problem] if self.kernel.alive() else []
+            return [problem, canary] if canary else [problem] if self.kernel.alive() else []
         changes = tamper.compare(self._baseline, now)
         if self._expected is None or self._expected[0] != len(self.sent):
             self._expected = (len(self.sent), tamper.expected_history(self.sent))
         history = tamper.check_history(now, self._expected[1])
-        return changes + ([history] if history else [])
+        return changes + ([history] if history else []) + ([canary] if canary else [])
 
     # -- snapshots (the audit) --------------------------------------------------------------
 

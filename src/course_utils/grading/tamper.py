@@ -4,9 +4,9 @@ A check cell trusts a few things it does not control: that ``assert`` raises, th
 exception reaches the grader, that ``np.allclose`` is numpy's, that ``In`` holds what the learner
 ran (``check_predictions`` reads it). A submission can change each of them from inside the kernel
 (``get_ipython().ast_transformers``, ``set_custom_exc``, ``builtins``, ...). So, around every
-check cell, the grader runs a *probe*: a canary ``assert False, <fingerprint>`` sent with
-``silent=True, store_history=False`` (it leaves no trace in ``In``, ``Out`` or ``_``), whose
-message is a fingerprint of what the checks rely on:
+check cell, the grader runs two silent requests (``silent=True, store_history=False``: they leave
+no trace in ``In``, ``Out`` or ``_``). The *probe* computes a fingerprint of what the checks rely
+on, as a user expression (evaluated directly, past the input and AST transformers):
 
 - IPython: the instance overrides and class methods that run a cell and show its errors
   (``run_cell``, ``run_code``, ``showtraceback``, ...), the custom exception handler, the input
@@ -18,9 +18,11 @@ message is a fingerprint of what the checks rely on:
   against it.
 
 The grader compares each fingerprint with the one taken right after the kernel started, before
-any learner code ran (``compare``), and with the history it sent. The canary itself must *fail*
-with that ``AssertionError``: if it "passes", assertions or errors no longer reach the grader.
-A per-run random nonce, unknown to the kernel until the probe runs, marks the genuine message.
+any learner code ran (``compare``), and with the history it sent. The *canary*,
+``assert False, <nonce>``, must fail with exactly that ``AssertionError``: if it "passes",
+assertions or errors no longer reach the grader (asserts removed, cells blanked, errors
+swallowed), whatever did it. The nonce is fresh for every run and unknown to the kernel until
+the request arrives, so a learner's code cannot tell the canary from a check in advance.
 
 This raises the bar; it is not a proof. Code in the kernel can still lie in ways no in-process
 probe sees (it runs with the same rights as the probe). Run untrusted submissions with
@@ -29,12 +31,13 @@ probe sees (it runs with the same rights as the probe). Run untrusted submission
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 from typing import Any
 
-#: The probe, run in the learner's kernel. It defines nothing in the user namespace (the helper
-#: is deleted in ``finally``) and ends in a failing assertion carrying the fingerprint.
+#: The probe's source, run with ``exec`` in a fresh namespace from a user expression (so it
+#: defines nothing in the user namespace); it leaves its JSON fingerprint in ``out``.
 PROBE = r'''
 def __course_grade_probe(nonce, deep):
     import builtins, hashlib, json, math, sys
@@ -59,8 +62,9 @@ def __course_grade_probe(nonce, deep):
                  "transform_ast", "showtraceback", "_showtraceback", "showsyntaxerror",
                  "set_custom_exc", "should_run_async", "_run_cell", "ex", "ev", "safe_execfile")
     for name in cls_names:
-        if name in vars(ip):
+        if name in vars(ip):  # set on the shell itself, hiding the class's method
             out["ipython." + name] = "instance override " + ident(vars(ip)[name])
+            continue
         for klass in type(ip).__mro__:
             if name in vars(klass):
                 out["ipython." + name] = ident(vars(klass)[name])
@@ -134,37 +138,51 @@ def __course_grade_probe(nonce, deep):
     return json.dumps({"nonce": nonce, "fingerprint": out, "history": history})
 
 
-try:
-    assert False, __course_grade_probe(NONCE, DEEP)
-finally:
-    del __course_grade_probe
+out = __course_grade_probe(nonce, deep)
 '''
 
 
-def probe_source(nonce: str, deep: bool = False) -> str:
-    """The probe's code with its nonce (and ``deep``: also import numpy and the check helpers,
-    done once, for the baseline)."""
-    return PROBE.replace("NONCE", repr(nonce)).replace("DEEP", repr(deep))
+def probe_expression(nonce: str, deep: bool = False) -> str:
+    """The user expression that runs the probe (``deep``: also import numpy and the check
+    helpers, done once, for the baseline)."""
+    return (f"(lambda d: (__import__('builtins').exec({PROBE!r}, d), d['out'])[1])"
+            f"({{'nonce': {nonce!r}, 'deep': {deep!r}}})")
 
 
-def parse(nonce: str, status: str, ename: str, evalue: str) -> tuple[dict[str, Any] | None, str]:
-    """The probe's fingerprint from its execute reply, or (None, what went wrong)."""
-    if status == "ok":
-        return None, ("a failing assertion was reported as passing: assertions or errors no "
-                      "longer reach the grader (assert removed, cells replaced, or errors "
-                      "swallowed)")
-    if status != "error":
-        return None, f"the grader's probe did not finish ({status})"
-    if ename != "AssertionError":
-        first = evalue.strip().splitlines()[0][:200] if evalue.strip() else ""
-        return None, f"the grader's probe failed with {ename}: {first}"
+def parse(nonce: str, reply_status: str, expressions: dict[str, Any]
+          ) -> tuple[dict[str, Any] | None, str]:
+    """The fingerprint from the probe's execute reply, or (None, what went wrong)."""
+    if reply_status != "ok":
+        return None, f"the grader's probe did not run ({reply_status})"
+    found = expressions.get("probe", {})
+    if found.get("status") != "ok":
+        ename = found.get("ename", "?")
+        first = str(found.get("evalue", "")).strip().splitlines()[:1]
+        return None, f"the grader's probe failed with {ename}: {first[0][:200] if first else ''}"
     try:
-        data = json.loads(evalue)
-    except ValueError:
-        return None, "the grader's probe came back altered"
+        data = json.loads(ast.literal_eval(found["data"]["text/plain"]))
+    except (KeyError, ValueError, SyntaxError, TypeError):
+        return None, "the grader's probe came back altered (IPython's display formatter?)"
     if not isinstance(data, dict) or data.get("nonce") != nonce:
         return None, "the grader's probe came back altered"
     return data, ""
+
+
+def canary_source(nonce: str) -> str:
+    """A cell that must fail with ``AssertionError: <nonce>``."""
+    return f"assert False, {nonce!r}"
+
+
+def check_canary(nonce: str, status: str, ename: str, evalue: str) -> str:
+    """'' if the canary failed as it must, else what that says about the kernel."""
+    if status == "ok":
+        return ("a failing assertion was reported as passing: assertions or errors no longer "
+                "reach the grader (asserts removed, cells blanked, or errors swallowed)")
+    if status != "error":
+        return f"the grader's canary did not finish ({status})"
+    if ename != "AssertionError" or evalue != nonce:
+        return f"a failing assertion came back as {ename}: {evalue[:100]!r}"
+    return ""
 
 
 def compare(baseline: dict[str, Any], now: dict[str, Any]) -> list[str]:
