@@ -181,6 +181,11 @@ def test_backward_false_save_and_errors(tmp_path):
         viz.step_through(g)  # the loss needs x
     with pytest.raises(ValueError, match="rankdir"):
         viz.step_through(g, feed_dict={"x": np.ones(3)}, rankdir="BT")
+    long = mg.tensor([1.0], requires_grad=True)
+    for _ in range(steps_module.MAX_NODES):
+        long = long * 1.0
+    with pytest.raises(ValueError, match="smaller piece"):
+        viz.step_through(mg.sum(long))
 
 
 def test_through_a_cond_the_branch_that_ran_is_differentiated():

@@ -14,7 +14,16 @@ minigraph eager tensor (its tape).
 
 Every drawing speaks the same language: ops are blue rounded boxes labelled with the
 framework's own op name; inputs are green ellipses; parameters and variables orange boxes;
-constants grey dashed boxes; the output a yellow double ellipse; edges carry tensor shapes.
+constants grey dashed boxes; the output a yellow double ellipse; edges carry tensor shapes;
+the bodies of control flow (minigraph's ``cond``/``while_loop``, TF's ``If``/``While``) are
+dashed boxes around their nodes.
+
+Numbers, micrograd-style::
+
+    viz.draw(loss, values=True, grads=True)                  # after loss.backward()
+    viz.draw(graph, values=True, grads=True, feed_dict={x: x0})
+    viz.step_through(loss)     # a frame per forward and backward step: a slider in JupyterLab
+    viz.graph_of(root, inputs="inputs", value="data", grad="grad")   # your own node objects
 
 Rendering uses Graphviz's ``dot`` when it is on PATH, else a built-in layered layout, so the
 course runs without Graphviz. ``renderer="builtin"`` or ``COURSE_VIZ_RENDERER=builtin`` forces

@@ -35,7 +35,7 @@ from .layout import EDGE_SIZE, MARGIN, prepare, text_width
 from .model import GRAD_COLOR, HIGHLIGHT, VALUE_COLOR, DrawGraph
 from .values import GraphRun, backward_steps, eager_backward, eager_order, format_value
 
-MAX_NODES = 60  # one frame per node: past this a step-through is a slide show nobody watches
+MAX_NODES = 30  # two frames per node or so: past this a step-through is too long to watch
 TEXT_WIDTH = 110  # characters per line of the text listing
 
 
