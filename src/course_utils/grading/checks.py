@@ -143,14 +143,23 @@ def literal_assignments(source: str) -> dict[str, ast.expr]:
 
 
 def _history() -> list[str]:
-    """The sources of the cells run so far in this kernel, oldest first (IPython's ``In``)."""
+    """The sources of the cells run so far in this kernel, oldest first (IPython's ``In``).
+
+    Read from IPython's history manager, not from the name ``In`` a cell could rebind. When
+    ``course-grade`` runs the notebook, it also checks, around every check cell, that this
+    history is exactly the cells it sent (``tamper.check_history``): a prediction appended to
+    the history by code is reported as tampering.
+    """
     try:
         shell = sys.modules["IPython"].get_ipython()  # type: ignore[attr-defined]
     except (KeyError, AttributeError):
         return []
     if shell is None:
         return []
-    return [s for s in shell.user_ns.get("In", []) if isinstance(s, str)]
+    history = getattr(getattr(shell, "history_manager", None), "input_hist_parsed", None)
+    if not isinstance(history, list):
+        history = shell.user_ns.get("In", [])
+    return [s for s in history if isinstance(s, str)]
 
 
 def _find_source(name: str, sources: list[str]) -> ast.expr | None:

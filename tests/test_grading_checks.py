@@ -1,0 +1,124 @@
+"""The check-cell helpers: forbid a shortcut; predictions checked by digest (no kernel: fast)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from course_utils.grading.checks import (
+    ForbiddenCall,
+    check_predictions,
+    digest,
+    forbid,
+    literal_assignments,
+)
+
+# --- forbid -------------------------------------------------------------------------------------
+
+
+def test_a_forbidden_call_raises_inside_the_block_and_is_restored_after():
+    original = np.linalg.norm
+    with pytest.raises(ForbiddenCall, match="your answer called numpy.linalg.norm: write it"), \
+            forbid("numpy.linalg.norm", why="write it"):
+        np.linalg.norm([3.0, 4.0])
+    assert np.linalg.norm is original
+    assert np.linalg.norm([3.0, 4.0]) == 5.0
+
+
+def test_a_swallowed_forbidden_call_still_fails_the_check():
+    def sneaky():
+        try:
+            return np.linalg.norm([3.0, 4.0])
+        except Exception:
+            return 5.0
+
+    with pytest.raises(ForbiddenCall, match="numpy.linalg.norm"), forbid("numpy.linalg.norm"):
+        assert sneaky() == 5.0
+
+
+def test_an_answer_that_does_not_call_it_passes_and_methods_can_be_forbidden():
+    class Tensor:
+        def backward(self):
+            return "library"
+
+        @staticmethod
+        def helper():
+            return "static"
+
+    import types
+
+    module = types.ModuleType("fake_mod_for_forbid")
+    module.Tensor = Tensor
+    sys.modules["fake_mod_for_forbid"] = module
+    try:
+        with forbid("fake_mod_for_forbid.Tensor.backward", "fake_mod_for_forbid.Tensor.helper",
+                    "not_installed_pkg.fn") as called:
+            assert np.sum([1, 2]) == 3
+        assert called == []
+        with pytest.raises(ForbiddenCall), forbid("fake_mod_for_forbid.Tensor.helper"):
+            Tensor.helper()
+        assert Tensor().backward() == "library" and Tensor.helper() == "static"
+    finally:
+        del sys.modules["fake_mod_for_forbid"]
+
+
+def test_forbidding_a_name_that_does_not_exist_is_an_error_of_the_check():
+    with pytest.raises(AttributeError, match="does not exist"), forbid("numpy.no_such_thing"):
+        pass
+
+
+# --- predictions --------------------------------------------------------------------------------
+
+RIGHT = {"n_nodes": digest("n_nodes", 7), "faster": digest("faster", "graph"),
+         "shape": digest("shape", (2, 3))}
+
+
+def test_literal_predictions_that_are_right_pass():
+    sources = ["x = 1", "n_nodes = 7\nfaster = 'graph'", "shape = (2, 3)"]
+    check_predictions(RIGHT, sources=sources,
+                      namespace={"n_nodes": 7, "faster": "graph", "shape": (2, 3)})
+
+
+def test_wrong_predictions_are_named_without_the_right_answer():
+    sources = ["n_nodes = 6\nfaster = 'graph'\nshape = (3, 2)"]
+    with pytest.raises(AssertionError) as e:
+        check_predictions(RIGHT, sources=sources, namespace={})
+    message = str(e.value)
+    assert message.startswith("1 of 3 predictions right; not right: `n_nodes`, `shape`.")
+    assert "7" not in message and "(2, 3)" not in message
+
+
+def test_a_computed_prediction_is_refused_and_the_latest_assignment_counts():
+    with pytest.raises(AssertionError, match="must be a value you write down.*found `len"):
+        check_predictions({"n_nodes": RIGHT["n_nodes"]}, sources=["n_nodes = len(nodes)"],
+                          namespace={})
+    check_predictions({"n_nodes": RIGHT["n_nodes"]}, sources=["n_nodes = 3", "n_nodes = 7"],
+                      namespace={"n_nodes": 7})
+
+
+def test_a_missing_or_changed_prediction_is_reported():
+    with pytest.raises(AssertionError, match="`faster` is not set"):
+        check_predictions({"faster": RIGHT["faster"]}, sources=["x = 1"], namespace={})
+    with pytest.raises(AssertionError, match="`n_nodes` was changed after you wrote it down"):
+        check_predictions({"n_nodes": RIGHT["n_nodes"]}, sources=["n_nodes = 7"],
+                          namespace={"n_nodes": 8})
+
+
+def test_floats_are_not_predictions_and_literal_assignments_reads_only_the_top_level():
+    with pytest.raises(TypeError, match="a prediction must be"):
+        digest("ratio", 1.5)
+    found = literal_assignments("a = 1\nb: int = 2\nif True:\n    c = 3\nd, e = 4, 5")
+    assert sorted(found) == ["a", "b"]
+    assert literal_assignments("this is not python") == {}
+
+
+def test_the_digest_command_prints_the_dict_to_paste():
+    done = subprocess.run([sys.executable, "-m", "course_utils.grading.checks", "n_nodes=7",
+                           "faster='graph'"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.replace("'", '"')) == {
+        "n_nodes": RIGHT["n_nodes"], "faster": RIGHT["faster"]}
