@@ -15,7 +15,7 @@ WORKERS ?= 2
 NBVAL   := --nbval-current-env --nbval-cell-timeout=300 --nbval-sanitize-with nbval_sanitize.cfg
 KERNEL  := graph-course
 
-.PHONY: venv lab test unit notebooks lint execute exercises kernel clean grade
+.PHONY: venv lab test unit notebooks lint execute exercises kernel clean grade audit release
 
 venv: $(STAMP)
 
@@ -42,12 +42,13 @@ lab: kernel
 		notebooks/00_setup.ipynb
 
 # Every check: lint, exercises in sync with solutions, unit tests and lesson notebooks (outputs
-# compared), then solution notebooks (run without error).
+# compared). The solutions notebooks run in tests/test_shortcuts.py, the shortcut audit: each
+# runs top to bottom in one kernel, earns full marks, and every exercise's shortcut answers
+# score below full marks (tests/fixtures/shortcuts).
 test: venv
 	$(BIN)/ruff check .
 	$(BIN)/course-build-exercises --check
 	$(BIN)/pytest -n $(WORKERS) --dist loadfile --nbval $(NBVAL) tests notebooks
-	$(BIN)/pytest -n $(WORKERS) --dist loadfile --nbval-lax $(NBVAL) solutions
 
 unit: venv
 	$(BIN)/pytest -n $(WORKERS) tests
@@ -76,3 +77,12 @@ clean:
 # Grade your exercises: `make grade NB=exercises/01_computation_graphs.ipynb` (default: all of them).
 grade: venv
 	$(BIN)/course-grade $(if $(filter command line,$(origin NB)),$(NB),exercises)
+
+# The shortcut audit, as a table: `make audit NB=01_computation_graphs` (default: every notebook).
+audit: venv
+	$(BIN)/python -m course_utils.grading.audit $(if $(filter command line,$(origin NB)),$(basename $(notdir $(NB))),--all)
+
+# What learners get in a graded class: `make release DIR=../class-2025` (no solutions, no hidden
+# checks, no tests).
+release: venv
+	$(BIN)/course-build-exercises --release $(DIR)

@@ -221,3 +221,45 @@ def test_a_change_inside_a_solution_region_leaves_the_exercise_up_to_date(tmp_pa
     nb.cells[2].source = nb.cells[2].source.replace("2 * np.asarray(x)", "np.asarray(x) * 2")
     nbformat.write(nb, source)
     assert run_build(solutions, exercises, "--check") == 0
+
+
+# --- hidden checks and releases -----------------------------------------------------------------
+
+
+def test_hidden_is_only_for_check_cells_and_an_exercise_keeps_a_visible_check():
+    hidden = check_cell(cell_id="hid")
+    hidden.metadata["tags"].append("hidden")
+    with pytest.raises(FormatError, match="every check of exercise 02.1 is hidden"):
+        validate(v4.new_notebook(cells=[solution_cell(f"{BEGIN}\nx = 1\n{END}"), hidden]),
+                 "02_x.ipynb")
+    sol = solution_cell(f"{BEGIN}\nx = 1\n{END}")
+    sol.metadata["tags"].append("hidden")
+    with pytest.raises(FormatError, match="tagged 'hidden' but is not a check cell"):
+        validate(v4.new_notebook(cells=[sol, check_cell()]), "02_x.ipynb")
+    validate(v4.new_notebook(cells=[sol := solution_cell(f"{BEGIN}\nx = 1\n{END}"), check_cell(),
+                                    hidden]), "02_x.ipynb")
+    assert sol.metadata["tags"] == ["solution"]
+
+
+def test_a_release_has_lessons_and_exercises_but_no_solutions_tests_or_hidden_checks(tmp_path):
+    from course_utils.grading.format import is_check, is_hidden
+    from course_utils.grading.grade import canonical_folder
+
+    target = tmp_path / "class"
+    assert build.main(["--release", str(target)]) == 0
+    assert build.main(["--release", str(target)]) == 2, "refuses to write into an existing folder"
+    names = {p.name for p in target.iterdir()}
+    assert {"notebooks", "exercises", "src", "README.md", "pyproject.toml", "Makefile",
+            build.RELEASE_CHECKS} <= names
+    assert not {"solutions", "tests", ".ci", "screenshots"} & names
+    solutions = sorted(p.name for p in (ROOT / "solutions").glob("*.ipynb"))
+    for folder in ("exercises", build.RELEASE_CHECKS):
+        assert sorted(p.name for p in (target / folder).glob("*.ipynb")) == solutions
+    for name in solutions:
+        nb = nbformat.read(target / "exercises" / name, as_version=4)
+        assert not any(is_hidden(c) for c in nb.cells)
+        assert any(is_check(c) for c in nb.cells)
+        assert BEGIN not in nbformat.writes(nb)
+    assert not list(target.rglob("__pycache__"))
+    # A learner grading in the release: the checks come from .course-checks/.
+    assert canonical_folder(None, start=target / "exercises") == target / build.RELEASE_CHECKS

@@ -345,14 +345,18 @@ def _harden() -> None:
         libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER = 36
 
 
-def canonical_folder(explicit: Path | None) -> Path:
-    """``--solutions``, else the course's ``solutions/``, else (in a release) its checks."""
+def canonical_folder(explicit: Path | None, start: Path | None = None) -> Path:
+    """``--solutions``; else, in the nearest course folder above ``start`` (default: cwd), its
+    ``solutions/`` or, in a release, its ``.course-checks/``; else the package's checkout."""
     if explicit is not None:
         return explicit
-    try:
-        return find_course_root() / "solutions"
-    except FileNotFoundError:
-        return find_course_root(folder=RELEASE_CHECKS) / RELEASE_CHECKS
+    here = (start or Path.cwd()).resolve()
+    for folder in [here, *here.parents]:
+        if (folder / "pyproject.toml").is_file():
+            for name in ("solutions", RELEASE_CHECKS):
+                if (folder / name).is_dir():
+                    return folder / name
+    return find_course_root(start) / "solutions"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -48,8 +48,9 @@ def why_not_available() -> str:
     found = shutil.which("bwrap")
     if found is None:
         return "bubblewrap (bwrap) is not installed (Debian/Ubuntu: apt-get install bubblewrap)"
-    return (f"{found} cannot start a sandbox here (are unprivileged user namespaces disabled? "
-            "try: sysctl kernel.unprivileged_userns_clone=1)")
+    return (f"{found} cannot start a sandbox here: unprivileged user namespaces are disabled "
+            "(Ubuntu 23.10+: sudo sysctl kernel.apparmor_restrict_unprivileged_userns=0, or an "
+            "AppArmor profile for bwrap; Debian: sudo sysctl kernel.unprivileged_userns_clone=1)")
 
 
 def _existing(paths: Iterable[str | Path]) -> list[Path]:
