@@ -122,3 +122,13 @@ def test_the_digest_command_prints_the_dict_to_paste():
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.replace("'", '"')) == {
         "n_nodes": RIGHT["n_nodes"], "faster": RIGHT["faster"]}
+
+
+def test_a_name_imported_into_the_learners_namespace_is_forbidden_too(monkeypatch):
+    from course_utils.grading import checks
+
+    namespace = {"norm": np.linalg.norm, "other": 1}
+    monkeypatch.setattr(checks, "_user_namespace", lambda: namespace)
+    with pytest.raises(ForbiddenCall, match="numpy.linalg.norm"), forbid("numpy.linalg.norm"):
+        namespace["norm"]([3.0, 4.0])
+    assert namespace["norm"] is np.linalg.norm and namespace["other"] == 1

@@ -70,9 +70,13 @@ def forbid(*paths: str, why: str = "the exercise asks you to write this part you
     Yields the list of forbidden names that were called. When the block ends, if any was called
     (even if the answer caught the exception), raises ``ForbiddenCall`` naming them. Modules that
     are not installed are skipped, so a check may list ``torch...`` in a lesson without torch.
+    Names in the learner's namespace bound to a forbidden function (``from m import f``) are
+    patched too.
     """
     called: list[str] = []
     patched: list[tuple[Any, str, Any, bool]] = []
+    aliases: list[tuple[str, Any]] = []
+    namespace = _user_namespace()
     for path in paths:
         try:
             owner, attr = _resolve(path)
@@ -90,9 +94,18 @@ def forbid(*paths: str, why: str = "the exercise asks you to write this part you
             stub = type(original)(stub)  # type: ignore[assignment]
         setattr(owner, attr, stub)
         patched.append((owner, attr, original, had_own))
+        # `from course_utils.data import init_mlp` bound the name in the learner's namespace
+        # too: patch those names while the block runs.
+        target = getattr(original, "__func__", original)
+        for name, value in list(namespace.items()):
+            if value is target and not name.startswith("_"):
+                aliases.append((name, value))
+                namespace[name] = stub
     try:
         yield called
     finally:
+        for name, value in aliases:
+            namespace[name] = value
         for owner, attr, original, had_own in reversed(patched):
             if had_own:
                 setattr(owner, attr, original)
@@ -101,6 +114,14 @@ def forbid(*paths: str, why: str = "the exercise asks you to write this part you
     if called:
         names = ", ".join(dict.fromkeys(called))
         raise ForbiddenCall(f"your answer called {names}: {why}")
+
+
+def _user_namespace() -> dict[str, Any]:
+    """IPython's user namespace when running in a kernel, else an empty dict."""
+    shell_module = sys.modules.get("IPython")
+    shell = shell_module.get_ipython() if shell_module is not None else None  # type: ignore
+    namespace = getattr(shell, "user_ns", None)
+    return namespace if isinstance(namespace, dict) else {}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -422,7 +422,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"warning: grading is not isolated ({why}): a submission's code runs with your "
               "rights and can read and write your files; see README, 'Grading a class'",
               file=sys.stderr)
-    _harden()
+    if argv is None:  # the command line (not a call from Python, e.g. in a lesson's kernel)
+        _harden()
     hidden = [Path(p).resolve() for p in args.paths]
     hidden += [p.resolve() for p in (args.csv, args.feedback) if p is not None]
     guard = None if sandbox else CourseGuard([GRADER, solutions])
