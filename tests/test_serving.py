@@ -262,3 +262,22 @@ def test_report_ratios_pair_rounds_and_percentiles_pool_them():
     assert back.ratios("b", "a", 1) == report.ratios("b", "a", 1)
     with pytest.raises(KeyError, match="servers: \\['a', 'b'\\]"):
         report.windows("c", 1)
+
+
+def test_report_verdict_decides_from_the_rounds_like_bench():
+    from course_utils import bench
+
+    fast = [result("fast", 16, 400.0, [0.004] * 8, r, cpu=1e-3) for r in range(6)]
+    slow = [result("slow", 16, 100.0, [0.016] * 8, r, cpu=2e-3) for r in range(6)]
+    report = serving.LoadReport(fast + slow)
+    verdict = report.verdict("fast", "slow", 16)
+    assert verdict.outcome == bench.FASTER and verdict.ratio.median == pytest.approx(0.25)
+    assert str(verdict).startswith("fast (16 clients) vs slow (16 clients): faster")
+    assert report.verdict("fast", "slow", 16, stat="cpu").ratio.median == pytest.approx(0.5)
+    assert report.verdict("slow", "fast", 16, stat="p50").outcome == bench.SLOWER
+    few = serving.LoadReport(fast[:3] + slow[:3])  # 3 rounds cannot reach 95%: undecided
+    assert few.verdict("fast", "slow", 16).outcome == bench.UNDECIDED
+
+
+def test_a_decoded_request_is_writable_so_torch_can_take_it_without_a_warning():
+    assert serving.decode(serving.encode(np.ones((2, 3)))).flags.writeable

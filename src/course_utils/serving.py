@@ -95,7 +95,7 @@ def decode(message: bytes) -> np.ndarray:
 def _array(rows: int, cols: int, body: bytes) -> np.ndarray:
     if rows == ERROR_ROWS:
         raise ServerError(body.decode(errors="replace"))
-    return np.frombuffer(body, dtype="<f4").reshape(rows, cols)
+    return np.frombuffer(bytearray(body), dtype="<f4").reshape(rows, cols)  # writable, for torch
 
 
 def _body_size(rows: int, cols: int) -> int:
@@ -340,7 +340,7 @@ class Client:
         x = np.asarray(x, dtype=np.float32)
         self.sock.sendall(encode(x.reshape(1, -1) if x.ndim == 1 else x))
         rows, cols = HEADER.unpack(_recv_exactly(self.sock, HEADER.size))
-        return _array(rows, cols, _recv_exactly(self.sock, _body_size(rows, cols))).copy()
+        return _array(rows, cols, _recv_exactly(self.sock, _body_size(rows, cols)))
 
     def close(self) -> None:
         self.sock.close()
@@ -511,6 +511,25 @@ class LoadReport:
             return [a.latency(q) / b.latency(q) for a, b in pairs]
         raise ValueError(f"stat is 'time', 'cpu', 'p50', 'p95' or 'p99'; got {stat!r}")
 
+    def verdict(self, label: str, baseline: str, concurrency: int, *,
+                baseline_concurrency: int | None = None, stat: str = "time",
+                margin: float | None = None):
+        """Is ``label`` better than ``baseline`` on ``stat``, worse, no different, or undecided?
+
+        A :class:`course_utils.bench.Verdict` decided from the round-by-round :meth:`ratios`,
+        exactly as :func:`course_utils.bench.compare` decides timings ("faster": lower time per
+        request, CPU time or latency).
+        """
+        from course_utils import bench
+
+        margin = bench.MARGIN if margin is None else margin
+        other = baseline_concurrency or concurrency
+        ratio = bench.Ratio.of(self.ratios(label, baseline, concurrency,
+                                           baseline_concurrency=other, stat=stat))
+        return bench.Verdict(f"{label} ({_clients(concurrency)})",
+                             f"{baseline} ({_clients(other)})",
+                             bench.decide(ratio, margin), ratio, margin)
+
     def _rows(self) -> tuple[list[str], list[list[str]]]:
         from course_utils.bench import format_time
 
@@ -577,6 +596,10 @@ class LoadReport:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LoadReport:
         return cls([LoadResult.from_dict(r) for r in data["results"]])
+
+
+def _clients(n: int) -> str:
+    return f"{n} client" if n == 1 else f"{n} clients"
 
 
 def _fmt_batch(size: float | None) -> str:
