@@ -24,6 +24,7 @@ its GraphDef importer checks them before a graph runs.
 
 from __future__ import annotations
 
+import keyword
 import math
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -231,6 +232,8 @@ def check(op: Any, attrs: Mapping[str, Any], where: str) -> dict[str, Any]:
     kinds = op.attrs
     out = {}
     for key, value in attrs.items():
+        if not (isinstance(key, str) and key.isidentifier() and not keyword.iskeyword(key)):
+            raise GraphError(f"{where}: attr names are Python identifiers, got {_short(key)}")
         if kinds is None:
             kind = literal
         elif key in kinds:

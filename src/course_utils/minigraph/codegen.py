@@ -36,6 +36,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from . import attrs as A
 from . import session
 from . import shapes as S
 from .errors import ExecutionError, GraphError, MinigraphError, MissingFeedError
@@ -140,9 +141,12 @@ class _Namespace:
 
     def __init__(self, reserved: Sequence[str] = ()) -> None:
         self.globals: dict[str, Any] = {"np": np, "conform": conform}
-        self.taken = set(keyword.kwlist) | set(self.globals) | set(reserved)
+        self.taken = set(keyword.kwlist) | set(self.globals) | set(reserved) | {"forward",
+                                                                               "kernel"}
 
     def name(self, base: str) -> str:
+        if not base.isidentifier() or (base.startswith("__") and base.endswith("__")):
+            base = f"v_{base.strip('_')}" if base.strip("_").isidentifier() else "v"
         for candidate in itertools.chain([base], (f"{base}_{i}" for i in itertools.count(1))):
             if candidate not in self.taken:
                 self.taken.add(candidate)
@@ -164,18 +168,40 @@ class _Namespace:
 
 
 def _literal(value: Any) -> str | None:
-    """Source text that evaluates to ``value``, for plain Python values; ``None`` otherwise."""
-    if value is None or isinstance(value, (bool, int, str)):
+    """Source text that evaluates to ``value``, for plain Python values; ``None`` otherwise.
+
+    This is the only way a value gets into generated source: ``repr`` of a bool, int, finite
+    float, str (a quoted literal, whatever it holds), ``...``, a slice of ints, or a tuple of
+    those. Anything else is passed by reference (a global of the generated module), so no value
+    can ever become code, whatever a loaded file holds.
+    """
+    if value is None or type(value) in (bool, int, str):  # exact types: no repr() overrides
         return repr(value)
-    if isinstance(value, float) and np.isfinite(value):  # repr(inf) is not valid Python
+    if type(value) is float and np.isfinite(value):  # repr(inf) is not valid Python
         return repr(value)
-    if isinstance(value, slice):
-        return repr(value)
-    if isinstance(value, tuple):
+    if value is Ellipsis:
+        return "..."
+    if type(value) is slice:
+        parts = (value.start, value.stop, value.step)
+        if all(p is None or type(p) is int for p in parts):
+            return repr(value)
+        return None
+    if type(value) is tuple:
         parts = [_literal(v) for v in value]
         if None not in parts:
             return f"({', '.join(parts)}{',' if len(parts) == 1 else ''})"
     return None
+
+
+def _checked_literals(stmt: Stmt) -> bool:
+    """Are all of ``stmt``'s attrs of the kinds its op declares, and plain literals? Only then
+    may a template write them into the source (an index of ints, never a string in a slice)."""
+    try:
+        checked = A.check(OPS[stmt.op], stmt.attrs, stmt.op)  # names too: identifiers only
+    except MinigraphError:
+        return False
+    return all(_literal(v) is not None and type(checked[k]) is type(v) and checked[k] == v
+               for k, v in stmt.attrs.items())
 
 
 class _Writer:
@@ -245,11 +271,15 @@ class _Writer:
             expr = f"np.{ufunc.__name__}({', '.join(args)}{tail})"
             exact = self._dtype(s, form) == s.dtype
             return expr if exact or s.dtype is None else f"{expr}.astype({s.dtype.name!r})"
-        if _builtin(s.op, TEMPLATES):
+        checked = _checked_literals(s)  # only checked literals reach the source, as repr
+        if _builtin(s.op, TEMPLATES) and checked:
             expr = TEMPLATES[s.op](a, s.attrs)
         else:
             impl = self.ns.bind_once(f"{s.op}_impl", OPS[s.op].impl)
-            kwargs = [f"{k}={self._value(k, v)}" for k, v in s.attrs.items()]
+            if checked:
+                kwargs = [f"{k}={self._value(k, v)}" for k, v in s.attrs.items()]
+            else:  # anything else is a global of the module, passed by reference
+                kwargs = [f"**{self.ns.bind('attrs', dict(s.attrs))}"] if s.attrs else []
             expr = f"{impl}({', '.join(a + kwargs)})"
         floats = [self.specs[x].dtype for x in a if S.is_float(self.specs[x].dtype)]
         exact = _builtin(s.op, EXACT_DTYPE) or (_builtin(s.op, FLOAT_EXACT) and

@@ -37,13 +37,17 @@ NB: a TensorFlow SavedModel is a GraphDef protobuf plus variable checkpoints; To
 from __future__ import annotations
 
 import json
+import math
 import os
 import zipfile
+import zlib
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from . import attrs as A
+from . import shapes as S
 from .eager import Tensor, tensor
 from .errors import MinigraphError, SerializationError
 from .graph import Graph, Node
@@ -79,7 +83,9 @@ class LoadedFunction:
         feeds = dict(zip(params, args, strict=False))
         for key, value in kwargs.items():
             feeds[self.graph.node(key)] = value
-        self._session = self._session or Session(self.graph)
+        if self._session is None:  # Variables start at their saved initial values
+            self._session = Session(self.graph)
+            self._session.state.update({v.name: v.attrs["value"] for v in self.graph.variables()})
         values = self._session.run(list(self.graph.outputs), feeds)
         return pack(self.structure, iter(values))
 
@@ -186,8 +192,26 @@ def _encode_structure(tree: Any) -> Any:
 # --- load -----------------------------------------------------------------------------------------
 
 
-def load(path: str | os.PathLike) -> LoadedFunction:
-    """Read a file written by ``mg.save``; a bad file raises ``SerializationError`` saying why."""
+#: What a file may make ``mg.load`` allocate, all arrays together (each use of an array counts):
+#: the sizes are read from the arrays' headers and checked before any memory is taken. Pass
+#: ``max_bytes=`` to load a bigger model.
+MAX_BYTES = 1 << 30
+#: The largest graph.json read (a graph of about 100 000 nodes).
+MAX_JSON_BYTES = 64 << 20
+#: How deep values may nest in a file: sub-graphs in sub-graphs, tuples in tuples, outputs.
+MAX_DEPTH = 32
+#: Node names and source lines longer than this are refused or cut (they only label nodes).
+MAX_NAME, MAX_SOURCE = 256, 512
+
+
+def load(path: str | os.PathLike, *, max_bytes: int = MAX_BYTES) -> LoadedFunction:
+    """Read a file written by ``mg.save``; a bad file raises ``SerializationError`` saying why.
+
+    Nothing in the file is run or trusted while loading: every node's op must be in ``mg.OPS``
+    and every attr must be of the kind its op declares (an index holds ints and slices, a dtype
+    is a dtype name, ...; see ``mg.attrs``), array sizes are checked against ``max_bytes`` before
+    they are allocated, and nothing may nest deeper than ``MAX_DEPTH``.
+    """
     where = os.path.basename(os.fspath(path))
     if not zipfile.is_zipfile(path):
         with open(path, "rb") as file:
@@ -196,15 +220,18 @@ def load(path: str | os.PathLike) -> LoadedFunction:
             "a truncated or corrupt zip archive" if zipped else
             "not a minigraph file: mg.save writes an .npz (zip) archive"))
     try:
-        with np.load(path, allow_pickle=False) as npz:
-            return _Reader(where, npz).load()
-    except (zipfile.BadZipFile, OSError, EOFError) as e:
+        with zipfile.ZipFile(path) as archive:
+            return _Reader(where, archive, max_bytes).load()
+    except (zipfile.BadZipFile, OSError, EOFError, zlib.error) as e:
         raise SerializationError(f"{where} is corrupt: {e}") from e
+    except RecursionError:  # a safety net: the reader itself bounds every nesting
+        raise SerializationError(f"{where}: its values nest too deeply to read") from None
 
 
 class _Reader:
-    def __init__(self, where: str, npz: Any) -> None:
-        self.where, self.npz = where, npz
+    def __init__(self, where: str, archive: zipfile.ZipFile, max_bytes: int) -> None:
+        self.where, self.archive, self.budget = where, archive, max_bytes
+        self.members = {name.removesuffix(".npy"): name for name in archive.namelist()}
 
     def error(self, message: str) -> SerializationError:
         return SerializationError(f"{self.where}: {message}")
@@ -213,21 +240,20 @@ class _Reader:
         doc = self.document()
         if doc.get("format") != FORMAT:
             raise self.error(f"not a minigraph graph: graph.json has format "
-                             f"{doc.get('format')!r}, not {FORMAT!r}")
+                             f"{_short(doc.get('format'))}, not {FORMAT!r}")
         if doc.get("version") != VERSION:
-            raise self.error(f"format version {doc.get('version')!r} is not supported; this "
-                             f"minigraph reads version {VERSION}")
-        graph = self.graph(self.field(doc, "graph", dict, "the file"), "the graph")
-        name = doc.get("name") if isinstance(doc.get("name"), str) else "loaded"
-        try:
-            structure = self.structure(doc.get("structure"), graph.outputs)
-        except (TypeError, IndexError, KeyError, ValueError):
-            raise self.error(f"its output structure {doc.get('structure')!r} does not match "
-                             f"the graph's {len(graph.outputs)} outputs") from None
+            raise self.error(f"format version {_short(doc.get('version'))} is not supported; "
+                             f"this minigraph reads version {VERSION}")
+        graph = self.graph(self.field(doc, "graph", dict, "the file"), "the graph", 0)
+        name = doc.get("name")
+        name = name[:MAX_NAME] if isinstance(name, str) and name.isprintable() else "loaded"
+        structure = self.structure(doc.get("structure"), len(graph.outputs), 0)
         return LoadedFunction(graph, name, structure)
 
+    # --- the archive: .npy members, read by their headers first ---------------------------------
+
     def document(self) -> dict:
-        raw = self.array(GRAPH_MEMBER, "the graph")
+        raw = self.array(GRAPH_MEMBER, "the graph", limit=MAX_JSON_BYTES)
         if raw.dtype != np.uint8 or raw.ndim != 1:
             raise self.error(f"{GRAPH_MEMBER} must be a 1-d uint8 array, got {raw.ndim}-d "
                              f"{raw.dtype}")
@@ -237,23 +263,72 @@ class _Reader:
             raise self.error(f"{GRAPH_MEMBER} is not UTF-8 text: {e}") from None
         except json.JSONDecodeError as e:
             raise self.error(f"{GRAPH_MEMBER} is not valid JSON: {e}") from None
+        except RecursionError:
+            raise self.error(f"{GRAPH_MEMBER} nests its JSON too deeply to read (mg.save "
+                             f"writes at most a few levels per sub-graph)") from None
         if not isinstance(doc, dict):
             raise self.error(f"{GRAPH_MEMBER} must hold a JSON object, got "
                              f"{type(doc).__name__}")
         return doc
 
-    def array(self, key: str, user: str) -> np.ndarray:
-        if key not in self.npz.files:
-            raise self.error(f"{user} needs the member {key!r}, which the file does not hold "
-                             f"(it has {', '.join(self.npz.files) or 'none'})")
+    def array(self, key: str, user: str, limit: int | None = None) -> np.ndarray:
+        """Member ``key`` as an array; its header's shape and dtype are checked before reading."""
+        if not isinstance(key, str) or key not in self.members:
+            have = ", ".join(sorted(self.members)) or "none"
+            raise self.error(f"{user} needs the member {_short(key)}, which the file does not "
+                             f"hold (it has {have[:200]})")
+        info = self.archive.getinfo(self.members[key])
+        with self.archive.open(info) as file:
+            shape, dtype, order = self.header(file, key)
+            count = math.prod(shape)
+            size = count * dtype.itemsize
+            budget = self.budget if limit is None else limit  # graph.json: its own limit
+            if size > budget:
+                raise self.error(f"member {key!r} claims a {S.format_shape(shape)} {dtype} array "
+                                 f"({size:,} bytes), more than the {budget:,} bytes this load "
+                                 f"may still allocate; if you trust the file, pass a larger "
+                                 f"mg.load(path, max_bytes=...)")
+            held = info.file_size - file.tell()
+            if held != size:
+                raise self.error(f"member {key!r} holds {held:,} bytes of data, but its header "
+                                 f"says {S.format_shape(shape)} {dtype}, which needs {size:,}: "
+                                 f"the file is truncated or was changed")
+            data = file.read(size)
+        if len(data) != size:
+            raise self.error(f"member {key!r} ends after {len(data):,} of its {size:,} bytes")
+        if limit is None:
+            self.budget -= size
+        array = np.frombuffer(data, dtype=dtype, count=count).reshape(shape, order=order)
+        return array.astype(dtype.newbyteorder("="))  # a writable copy, in this machine's order
+
+    def header(self, file: Any, key: str) -> tuple[tuple[int, ...], np.dtype, str]:
+        """``(shape, dtype, order)`` from a .npy header; the data is not read yet."""
         try:
-            value = self.npz[key]
-        except ValueError as e:  # numpy refuses object arrays when allow_pickle is False
-            raise self.error(f"member {key!r} cannot be read without unpickling Python "
-                             f"objects, which minigraph never writes and never loads ({e})") from e
-        if not isinstance(value, np.ndarray):  # numpy hands back raw bytes for non-.npy members
-            raise self.error(f"member {key!r} is not a .npy array")
-        return value
+            version = np.lib.format.read_magic(file)
+            read = {(1, 0): np.lib.format.read_array_header_1_0,
+                    (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+            if read is None:
+                raise ValueError(f"npy format version {version} (minigraph reads 1.0 and 2.0)")
+            shape, fortran, dtype = read(file)
+        except ValueError as e:
+            if "allow_pickle" in str(e) or "object" in str(e).lower():
+                raise self._pickled(key) from None
+            raise self.error(f"member {key!r} is not a .npy array ({e})") from None
+        if dtype.hasobject:
+            raise self._pickled(key)
+        if dtype.name not in A.DTYPES:
+            raise self.error(f"member {key!r} holds {dtype} values; a minigraph file holds "
+                             f"only numbers ({', '.join(sorted(A.DTYPES))})")
+        if not all(isinstance(d, int) and d >= 0 for d in shape):
+            raise self.error(f"member {key!r} has a malformed shape {_short(shape)}")
+        return tuple(shape), dtype, "F" if fortran else "C"
+
+    def _pickled(self, key: str) -> SerializationError:
+        return self.error(f"member {key!r} cannot be read without unpickling Python objects, "
+                          f"which minigraph never writes and never loads (Object arrays cannot "
+                          f"be loaded when allow_pickle=False)")
+
+    # --- the JSON: fields, graphs, nodes, tagged attrs --------------------------------------------
 
     def field(self, obj: dict, key: str, kind: type, what: str) -> Any:
         if not isinstance(obj, dict) or key not in obj:
@@ -263,35 +338,48 @@ class _Reader:
                              f"{type(obj[key]).__name__}")
         return obj[key]
 
-    def graph(self, obj: dict, what: str) -> Graph:
+    def graph(self, obj: dict, what: str, depth: int) -> Graph:
+        if depth > MAX_DEPTH:
+            raise self.error(f"{what} is nested {depth} sub-graphs deep; the most a file may "
+                             f"hold is {MAX_DEPTH}")
         graph = Graph()
         for i, spec in enumerate(self.field(obj, "nodes", list, what)):
-            self.node(graph, spec, f"node #{i} of {what}")
+            self.node(graph, spec, f"node #{i} of {what}", depth)
         outputs = self.field(obj, "outputs", list, what)
         for name in outputs:
             if not isinstance(name, str) or graph._by_name.get(name) is None:
-                raise self.error(f"{what} returns %{name}, which is not one of its nodes")
+                raise self.error(f"{what} returns %{_name(name)}, which is not one of its "
+                                 f"nodes")
         graph.outputs = [graph.node(name) for name in outputs]
         return graph
 
-    def node(self, graph: Graph, spec: dict, what: str) -> Node:
+    def node(self, graph: Graph, spec: dict, what: str, depth: int) -> Node:
         name = self.field(spec, "name", str, what)
+        if len(name) > MAX_NAME or not name.isidentifier():
+            raise self.error(f"{what} is named {_short(name)}; node names are Python "
+                             f"identifiers of at most {MAX_NAME} characters")
         what = f"node %{name}"
         op = self.field(spec, "op", str, what)
         if name in graph._by_name:
             raise self.error(f"{what} appears twice; node names are unique")
         if op not in OPS:
-            raise self.error(f"{what} uses op {op!r}, which is not in mg.OPS; register it with "
-                             f"mg.register_op before loading")
+            raise self.error(f"{what} uses op {_short(op)}, which is not in mg.OPS; register it "
+                             f"with mg.register_op before loading")
         inputs = []
         for x in self.field(spec, "inputs", list, what):
             if not isinstance(x, str) or x not in graph._by_name:
-                raise self.error(f"{what} ({op}) reads %{x}, which is not defined before it "
-                                 f"(a dangling input, or nodes out of order)")
+                raise self.error(f"{what} ({op}) reads %{_name(x)}, which is not defined before "
+                                 f"it (a dangling input, or nodes out of order)")
             inputs.append(graph._by_name[x])
-        attrs = {k: self.decode(v, f"{what} ({op}) attr {k!r}")
+        attrs = {k: self.decode(v, f"{what} ({op}) attr {k!r}", depth)
                  for k, v in self.field(spec, "attrs", dict, what).items()}
-        source = spec.get("source") if isinstance(spec.get("source"), str) else "<loaded>"
+        try:
+            attrs = A.check(OPS[op], attrs, f"{what} ({op})")
+        except MinigraphError as e:
+            raise self.error(f"{e}; nothing from this file was run") from None
+        source = spec.get("source")
+        source = source[:MAX_SOURCE] if isinstance(source, str) and source.isprintable() \
+            else "<loaded>"
         try:
             node = graph.add_node(op, tuple(inputs), attrs, name=name, source=source)
         except MinigraphError as e:
@@ -299,49 +387,78 @@ class _Reader:
         recorded = (spec.get("shape"), spec.get("dtype"))
         rebuilt = (list(node.shape), None if node.dtype is None else node.dtype.name)
         if recorded != rebuilt:
-            raise self.error(f"{what} ({op}) records shape {recorded[0]} dtype {recorded[1]} but "
-                             f"its inputs and attrs give shape {rebuilt[0]} dtype {rebuilt[1]}: "
-                             f"an array or the JSON was changed")
+            raise self.error(f"{what} ({op}) records shape {_short(recorded[0])} dtype "
+                             f"{_name(recorded[1])} but its inputs and attrs give shape "
+                             f"{rebuilt[0]} dtype {rebuilt[1]}: an array or the JSON was changed")
         return node
 
-    def decode(self, value: Any, what: str) -> Any:
+    def decode(self, value: Any, what: str, depth: int, level: int = 0) -> Any:
+        """A JSON attr value as Python: tagged dicts become tuples, slices, arrays, graphs."""
+        if level > MAX_DEPTH:
+            raise self.error(f"{what} nests more than {MAX_DEPTH} levels deep")
         if isinstance(value, list):
-            return [self.decode(v, what) for v in value]
+            return [self.decode(v, what, depth, level + 1) for v in value]
         if not isinstance(value, dict):
             return value
         if len(value) != 1:
-            raise self.error(f"{what}: {value!r} is not a tagged value like {{'$tuple': [...]}}")
+            raise self.error(f"{what}: {_short(value)} is not a tagged value like "
+                             f"{{'$tuple': [...]}}")
         (tag, body), = value.items()
         decoders: dict[str, Callable[[], Any]] = {
             "$array": lambda: self.array(body, what),
             "$tensor": lambda: tensor(self.array(body, what)),
-            "$tuple": lambda: tuple(self.decode(v, what) for v in body),
-            "$slice": lambda: slice(*(self.decode(v, what) for v in body)),
+            "$tuple": lambda: tuple(self.items(body, what, depth, level)),
+            "$slice": lambda: slice(*self.items(body, what, depth, level, length=3)),
             "$ellipsis": lambda: Ellipsis,
-            "$graph": lambda: self.graph(body, f"the sub-graph in {what}"),
+            "$graph": lambda: self.graph(body, f"the sub-graph in {what}", depth + 1),
         }
         if tag not in decoders:
-            raise self.error(f"{what}: unknown tag {tag!r}")
-        try:
-            return decoders[tag]()
-        except SerializationError:
-            raise
-        except (TypeError, ValueError) as e:
-            raise self.error(f"{what}: malformed {tag} value {body!r} ({e})") from None
+            raise self.error(f"{what}: unknown tag {_short(tag)}")
+        return decoders[tag]()
 
-    def structure(self, tree: Any, outputs: list[Node]) -> Any:
+    def items(self, body: Any, what: str, depth: int, level: int,
+              length: int | None = None) -> list:
+        if not isinstance(body, list) or (length is not None and len(body) != length):
+            want = "a list" if length is None else f"a list of {length}"
+            raise self.error(f"{what}: malformed value {_short(body)} (wants {want})")
+        return [self.decode(v, what, depth, level + 1) for v in body]
+
+    def structure(self, tree: Any, n_outputs: int, level: int) -> Any:
+        """The saved output structure: output indices in tagged tuples, lists and dicts."""
+        def bad() -> SerializationError:
+            return self.error(f"its output structure {_short(tree)} does not match the graph's "
+                              f"{n_outputs} outputs")
+
+        if level > MAX_DEPTH:
+            raise self.error(f"its output structure nests more than {MAX_DEPTH} levels deep")
         if tree is None:
             return None
         if isinstance(tree, int) and not isinstance(tree, bool):
-            if not 0 <= tree < len(outputs):
-                raise IndexError(tree)
+            if not 0 <= tree < n_outputs:
+                raise bad()
             return tree
+        if not isinstance(tree, dict) or len(tree) != 1:
+            raise bad()
         (tag, body), = tree.items()
-        items = [self.structure(t, outputs) for t in (body if tag != "$dict" else [])]
-        if tag == "$tuple":
-            return tuple(items)
-        if tag == "$list":
-            return items
+        if tag not in ("$tuple", "$list", "$dict") or not isinstance(body, list):
+            raise bad()
         if tag == "$dict":
-            return {k: self.structure(t, outputs) for k, t in body}
-        raise ValueError(tag)
+            if not all(isinstance(p, list) and len(p) == 2 and isinstance(p[0], str)
+                       for p in body):
+                raise bad()
+            return {k: self.structure(t, n_outputs, level + 1) for k, t in body}
+        items = [self.structure(t, n_outputs, level + 1) for t in body]
+        return tuple(items) if tag == "$tuple" else items
+
+
+def _name(value: Any) -> str:
+    """A name from a file as it would print (``%x``), or its cut-short ``repr`` if odd."""
+    if isinstance(value, str) and value.isprintable() and len(value) <= 60:
+        return value
+    return _short(value)
+
+
+def _short(value: Any) -> str:
+    """``repr`` of a value from a file, cut short: messages quote files, never dump them."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
