@@ -68,7 +68,8 @@ def printed_binders(closed) -> list[tuple[str, str]]:
 
 
 def ops(d):
-    return [n for n in d.graph.nodes if n.kind in ("op", "group")]
+    """The boxes of the top-level equations, in order (sub-jaxprs' equations are inside boxes)."""
+    return [n for n in d.graph.nodes if re.fullmatch(r"eqn:\d+", n.id)]
 
 
 @pytest.mark.parametrize("renderer", RENDERERS)
@@ -88,19 +89,27 @@ def test_equations_inputs_and_output(renderer):
 
 
 def test_every_data_dependency_is_one_edge():
-    """For each equation, the edges into its box come from the definers of its variables."""
+    """Into each equation's box come edges from the definers of its operands; an operand a
+    sub-jaxpr reads flows into that sub-jaxpr's inputs instead, and its results into the box."""
     params, x, y = mlp_args()
     closed = jax.make_jaxpr(jax.value_and_grad(mlp_loss))(params, x, y)
     g = viz.draw(closed, renderer="builtin", max_nodes=1000).graph
     jaxpr = closed.jaxpr
+    assert any(e.params.get("call_jaxpr") for e in jaxpr.eqns), "relu should be a custom_jvp_call"
     definer = {v: f"in:{n.label}" for v, n in zip(
-        jaxpr.invars, [n for n in g.nodes if n.kind == "input"], strict=True)}
+        jaxpr.invars, [n for n in g.nodes if n.id.startswith("in:")], strict=True)}
     for k, eqn in enumerate(jaxpr.eqns):
+        nid = f"eqn:{k}"
         want = {definer[v] for v in eqn.invars if not isinstance(v, core.Literal)}
-        got = {e.src for e in g.edges if e.dst == f"eqn:{k}"}
-        assert got == want, f"equation {k} ({eqn.primitive.name}): edges from {got}, want {want}"
+        into_box = {e.src for e in g.edges if e.dst == nid and not e.src.startswith(nid + "/")}
+        into_subs = {e.src for e in g.edges
+                     if e.dst.startswith(nid + "/") and not e.src.startswith(nid + "/")}
+        assert into_box | into_subs == want, (
+            f"equation {k} ({eqn.primitive.name}): edges from {into_box | into_subs}, want {want}")
+        if into_subs:  # each sub-jaxpr's results flow into the equation's box
+            assert any(e.src.startswith(nid + "/") for e in g.edges if e.dst == nid)
         for v in eqn.outvars:
-            definer[v] = f"eqn:{k}"
+            definer[v] = nid
     want_out = {definer[v] for v in jaxpr.outvars}
     assert {e.src for e in g.edges if e.dst == "output"} == want_out
 
@@ -118,26 +127,74 @@ def test_names_are_the_printed_names():
         assert named == binders
 
 
-def test_control_flow_equations_say_what_they_hold():
-    def f(x):
-        y = lax.cond(x.sum() > 0, lambda v: v * 2.0, lambda v: -v, x)
-        y = lax.while_loop(lambda v: v.sum() < 10.0, lambda v: v * 2.0, y)
-        return lax.scan(lambda c, a: (c + a, c * a), 0.0, y)
+def control_flow(x):
+    y = lax.cond(x.sum() > 0, lambda v: v * 2.0, lambda v: -v, x)
+    y = lax.while_loop(lambda v: v.sum() < 10.0, lambda v: v * 2.0, y)
+    return lax.scan(lambda c, a: (c + a, c * a), 0.0, y)
 
-    closed = jax.make_jaxpr(f)(jnp.ones(3))
-    boxes = {n.label: n for n in viz.draw(closed, renderer="builtin").graph.nodes}
-    assert boxes["cond"].kind == boxes["while"].kind == boxes["scan"].kind == "group"
-    assert "branches[0]: 1 eqn, branches[1]: 1 eqn" in boxes["cond"].details
-    assert "body_jaxpr: 1 eqn, cond_jaxpr: 2 eqns" in boxes["while"].details
-    assert boxes["while"].members == 3
+
+@pytest.mark.parametrize("renderer", RENDERERS)
+def test_sub_jaxprs_are_clusters_wired_to_their_equation(renderer):
+    closed = jax.make_jaxpr(control_flow)(jnp.ones(3))
+    d = viz.draw(closed, renderer=renderer)
+    g = d.graph
+    prims = {e.primitive.name: f"eqn:{k}" for k, e in enumerate(closed.jaxpr.eqns)}
+    clusters = {c.label: c for c in g.clusters}
+    assert sorted(clusters) == ["cond: branches[0]", "cond: branches[1]", "scan: jaxpr",
+                                "while: body_jaxpr", "while: cond_jaxpr"]
+    for label, c in clusters.items():
+        owner = prims[label.split(":")[0]]
+        assert c.members and all(m.startswith(f"{owner}/") for m in c.members), label
+        members = [g.node(m) for m in c.members]
+        assert [n.label for n in members if n.kind == "op"], f"{label} holds no equation"
+        # the sub-jaxpr's results flow into its equation's box
+        assert any(e.src in c.members and e.dst == owner for e in g.edges), label
+    # cond: x flows into both branches' inputs; the branch index straight into the cond box
+    cond = g.node(prims["cond"])
+    assert cond.kind == "op" and cond.details[0].startswith("e = cond d a")
+    for branch in ("branches[0]", "branches[1]"):
+        (inp,) = [m for m in clusters[f"cond: {branch}"].members if "/in:" in m]
+        assert [e.src for e in g.edges if e.dst == inp] == ["in:a"]
+    assert [e.src for e in g.edges if e.dst == prims["cond"] and "/" not in e.src] == [
+        prims["convert_element_type"]]
+    # while: the carry flows into the test and into the body
+    for part in ("cond_jaxpr", "body_jaxpr"):
+        (inp,) = [m for m in clusters[f"while: {part}"].members if "/in:" in m]
+        assert [e.src for e in g.edges if e.dst == inp] == [prims["cond"]]
+    for text in ("cond: branches[1]", "while: body_jaxpr", "scan: jaxpr"):
+        assert text in d.svg
     scan = next(e for e in closed.jaxpr.eqns if e.primitive.name == "scan")
-    assert f"jaxpr: {len(scan.params['jaxpr'].jaxpr.eqns)} eqns" in boxes["scan"].details
-    assert "length=3" in boxes["scan"].details
+    assert len([m for m in clusters["scan: jaxpr"].members if "/eqn:" in m]) == len(
+        scan.params["jaxpr"].jaxpr.eqns)
+
+
+def test_while_with_constants_routes_each_operand_to_its_part():
+    def f(x, limit, factor):  # the test reads `limit`, the body reads `factor`: two constants
+        return lax.while_loop(lambda v: v.sum() < limit, lambda v: v * factor, x)
+
+    closed = jax.make_jaxpr(f)(jnp.ones(2), 10.0, 1.5)
+    (eqn,) = closed.jaxpr.eqns
+    assert (eqn.params["cond_nconsts"], eqn.params["body_nconsts"]) == (1, 1)
+    g = viz.draw(closed, renderer="builtin").graph
+    into = {c.label: sorted(e.src for e in g.edges
+                            if e.dst in c.members and e.src.startswith("in:"))
+            for c in g.clusters}
+    assert into == {"while: cond_jaxpr": ["in:a", "in:b"], "while: body_jaxpr": ["in:a", "in:c"]}
+
+
+def test_a_loop_body_collapses_into_one_box():
+    closed = jax.make_jaxpr(control_flow)(jnp.ones(3))
+    full = viz.draw(closed, renderer="builtin").graph
+    small = viz.draw(closed, renderer="builtin", max_nodes=14).graph
+    assert len(small.nodes) <= 14 < len(full.nodes)
+    groups = [n.label for n in small.nodes if n.kind == "group"]
+    assert any(label.startswith("scan jaxpr") for label in groups), groups
 
 
 def test_grad_collapses_into_forward_and_backward():
     closed = jax.make_jaxpr(jax.grad(layer))(X, W)
     scopes = {n.scope for n in viz.draw(closed, renderer="builtin").graph.nodes}
+    assert not any(list(core.jaxprs_in_params(e.params)) for e in closed.jaxpr.eqns)
     assert {("jvp()",), ("transpose(jvp())",)} <= scopes
     d = viz.draw(closed, renderer="builtin", max_nodes=6)
     groups = sorted(n.label for n in d.graph.nodes if n.kind == "group")
