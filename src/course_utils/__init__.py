@@ -7,6 +7,7 @@ Subpackages and modules:
 - ``course_utils.devices``: versions, CPU/GPU discovery and the environment report.
 - ``course_utils.viz``: draw any framework's graph in one visual style.
 - ``course_utils.bench``: honest timing (warm-up, repeats, medians, ratios).
+- ``course_utils.serving``: a model server on loopback with dynamic batching, and load tests.
 - ``course_utils.grading``: build exercises from solutions and grade them with nbval.
 """
 
