@@ -9,7 +9,7 @@ import pytest
 
 # The core modules; the tracing, passes and codegen modules can join this list.
 CORE = ["attrs", "autodiff", "conv", "eager", "errors", "functional", "graph", "interpreter",
-        "operators", "ops", "session", "shapes"]
+        "operators", "ops", "optim", "session", "shapes"]
 MODULES = ["course_utils.minigraph"] + [f"course_utils.minigraph.{m}" for m in CORE]
 
 

@@ -556,3 +556,48 @@ def test_a_registered_op_works_eagerly_in_graphs_and_in_gradients() -> None:
     np.testing.assert_allclose(out, np.logaddexp(0, x))
     np.testing.assert_allclose(grad, expected)
     assert math.isclose(float(softplus(mg.tensor(0.0))), math.log(2), rel_tol=1e-6)
+
+
+# --- the new ops in every mode: eager, traced, static (interpreter, codegen, optimized), viz ----
+
+
+def _all_new_ops(x: Any, w: Any) -> Any:
+    h = mg.max_pool2d(mg.relu(mg.conv2d(x, w, padding=1, stride=1)), 2)
+    a = mg.avg_pool2d(mg.clip(mg.square(h), 0.05, 2.0), 2, stride=1)
+    rows = mg.reshape(a, (-1, 3))
+    return (mg.mean(mg.logsumexp(rows, axis=1)) + mg.var(mg.abs(h - 0.3), ddof=1)
+            + mg.sum(mg.minimum(h, 0.5)))
+
+
+def test_new_ops_agree_in_every_mode_and_draw() -> None:
+    from course_utils import viz
+
+    rng = np.random.default_rng(0)
+    x_np, w_np = rng.normal(size=(2, 1, 6, 6)), rng.normal(size=(3, 1, 3, 3))
+    x, w = mg.tensor(x_np), mg.tensor(w_np, requires_grad=True)
+    eager = _all_new_ops(x, w)
+    eager.backward()
+    results = {"eager": (eager.numpy(), w.grad.numpy())}
+    w.grad = None
+    traced = mg.function(_all_new_ops)
+    out = traced(x, w)
+    out.backward()
+    results["traced"] = (out.numpy(), w.grad.numpy())
+    with mg.Graph().as_default() as g:
+        px = mg.placeholder((None, 1, 6, 6), "float64", name="x")
+        pw = mg.placeholder((3, 1, 3, 3), "float64", name="w")
+        loss = _all_new_ops(px, pw)
+        (dw,) = mg.gradients(loss, [pw])
+    g.validate()
+    for executor in ("interpreter", "codegen"):
+        for optimize in (False, True):
+            with mg.Session(g, executor=executor, optimize=optimize) as sess:
+                results[f"{executor}, optimize={optimize}"] = tuple(
+                    sess.run([loss, dw], {px: x_np, pw: w_np}))
+    for mode, (value, grad) in results.items():
+        np.testing.assert_allclose(value, results["eager"][0], rtol=1e-12, err_msg=mode)
+        np.testing.assert_allclose(grad, results["eager"][1], rtol=1e-10, atol=1e-12,
+                                   err_msg=mode)
+    svg = viz.draw(g)._repr_svg_()
+    for op in ("conv2d", "max_pool2d", "avg_pool2d", "logsumexp", "conv2d_weight_grad"):
+        assert op in svg

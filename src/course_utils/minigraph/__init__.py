@@ -124,7 +124,10 @@ from .profile import Profile, profile
 
 # isort: split
 # tracing, control flow, saving
-from . import autograph  # noqa: F401 (installs itself as mg.function's autograph=True)
+from . import (
+    autograph,  # noqa: F401 (installs itself as mg.function's autograph=True)
+    optim,
+)
 from .control_flow import cond, while_loop
 from .serialize import LoadedFunction, load, save
 from .tracing import ConcreteFunction, Function, function
@@ -153,5 +156,5 @@ __all__ = [
     "optimize", "codegen", "CompiledGraph", "memory_plan", "MemoryPlan", "profile", "Profile",
     # tracing, control flow, saving
     "function", "Function", "ConcreteFunction", "cond", "while_loop", "save", "load",
-    "LoadedFunction",
+    "LoadedFunction", "optim",
 ]

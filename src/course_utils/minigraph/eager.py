@@ -153,6 +153,32 @@ class Tensor(Operators):
         """The underlying array (shared, not copied: do not write to it)."""
         return self._data
 
+    @property
+    def data(self) -> np.ndarray:
+        """The underlying numpy array, shared: writing into it changes the tensor.
+
+        Like PyTorch's ``.data``, this goes around the tape: the gradient never sees such a
+        change (and a tape that saved this tensor would then compute a stale gradient), so use
+        it for what the gradient must not see, such as an optimizer's update. Assigning
+        ``t.data = array`` replaces the array (a copy of it, with its own dtype and shape).
+
+        >>> import course_utils.minigraph as mg
+        >>> t = mg.tensor([1.0, 2.0])
+        >>> t.data[0] = 5.0
+        >>> t
+        tensor([5., 2.], dtype=float32)
+        """
+        return self._data
+
+    @data.setter
+    def data(self, value: Any) -> None:
+        try:
+            self._data = np.array(S.as_array(value.numpy() if isinstance(value, Tensor)
+                                             else value))
+        except (ShapeError, DTypeError) as e:
+            raise type(e)(f"tensor.data = ... at {user_source()}: {e}") from None
+        self._version += 1
+
     def item(self) -> float | int | bool:
         return self._data.item()
 
