@@ -205,7 +205,7 @@ def test_a_hidden_check_runs_when_grading_and_costs_a_hard_coded_answer(tmp_path
     assert [(c.cell, c.status, c.hidden) for c in ex.checks] == [
         (3, "pass", False), (4, "pass", False), (5, "fail", True)]
     assert ex.notes == [], "no 'deleted check' note for a check the learner never had"
-    assert "hidden check in code cell 5 (0/1): fail" in grade.format_table([report])
+    assert "99.1, the hidden check after code cell 4 (0/1): fail" in grade.format_table([report])
 
 
 # --- a class: the same grades whatever the parallelism and the sandbox ---------------------------

@@ -134,9 +134,10 @@ def grade_notebook(path: str | Path, solutions: str | Path, *, timeout: float = 
             raise _Ungradable(problem)
         restored = restore_checks(nb, reference)
         code = code_cells(restored.notebook)
+        labels = restored.labels()
         results, report.notes = run_notebook(
             restored.notebook, timeout, canonical_path.name, sandbox=sandbox, limits=limits,
-            hidden=[solutions, *hidden])
+            hidden=[solutions, *hidden], labels=labels)
         if code and all(r.outcome == "not run" for r in results):
             raise _Ungradable(results[0].message)  # e.g. the kernel did not start
     except _Ungradable as e:
@@ -148,7 +149,7 @@ def grade_notebook(path: str | Path, solutions: str | Path, *, timeout: float = 
         report.exercises = [ExerciseResult(ex, 0, p, "error", report.error)
                             for ex, p in possible.items()]
         return report
-    report.exercises = score(code, results, possible)
+    report.exercises = score(code, results, possible, labels)
     for e in report.exercises:
         e.notes = restored.notes.get(e.exercise, []) + e.notes
     report.notes += [n for ex, notes in restored.notes.items() if ex not in possible
@@ -170,8 +171,8 @@ class _Ungradable(Exception):
 _STATUS = {"failed": "fail", "timeout": "timeout", "tampered": "tampered"}
 
 
-def score(code: list[NotebookNode], results: list[CellResult], possible: dict[str, float]
-          ) -> list[ExerciseResult]:
+def score(code: list[NotebookNode], results: list[CellResult], possible: dict[str, float],
+          labels: list[str] | None = None) -> list[ExerciseResult]:
     """Map cell results to exercises; each check cell scores its own points.
 
     A check that did not pass is ``fail`` (AssertionError), ``timeout``, ``tampered``, or
@@ -179,8 +180,9 @@ def score(code: list[NotebookNode], results: list[CellResult], possible: dict[st
     cell, or a cell outside every exercise such as a setup cell), it is ``error`` (``timeout`` if
     that cell timed out) and the message names that cell. The exercise scores the sum of its
     checks' points (0 if any check was ``tampered``); its status and one-line message are those
-    of its first check that did not pass.
+    of its first check that did not pass. ``labels`` name the code cells in messages.
     """
+    labels = labels or [f"code cell {i + 1}" for i in range(len(code))]
     graded = []
     for ex, total in possible.items():
         cells = [i for i, c in enumerate(code) if is_check(c) and exercise_id(c) == ex]
@@ -189,7 +191,7 @@ def score(code: list[NotebookNode], results: list[CellResult], possible: dict[st
             continue
         checks, summaries = [], []
         for i in cells:
-            check, summary = _score_check(code, results, ex, i)
+            check, summary = _score_check(code, results, ex, i, labels)
             checks.append(check)
             summaries.append(summary)
         failing = [k for k, c in enumerate(checks) if c.status != "pass"]
@@ -205,13 +207,13 @@ def score(code: list[NotebookNode], results: list[CellResult], possible: dict[st
     return graded
 
 
-def _score_check(code: list[NotebookNode], results: list[CellResult], ex: str, i: int
-                 ) -> tuple[CheckResult, str]:
+def _score_check(code: list[NotebookNode], results: list[CellResult], ex: str, i: int,
+                 labels: list[str]) -> tuple[CheckResult, str]:
     """One check cell's result, and the one-line summary for the exercise's row."""
     worth, r = points(code[i]) or 0.0, results[i]
     hidden = is_hidden(code[i])
     if r.outcome == "passed":
-        return CheckResult(i + 1, worth, worth, "pass", hidden=hidden), ""
+        return CheckResult(i + 1, worth, worth, "pass", hidden=hidden, label=labels[i]), ""
     status = _STATUS.get(r.outcome, "error")
     message, summary, where = r.message, r.summary, r.where
     if status == "timeout":
@@ -222,15 +224,20 @@ def _score_check(code: list[NotebookNode], results: list[CellResult], ex: str, i
             blamed = results[cause]
             status = "timeout" if blamed.outcome == "timeout" else "error"
             if is_solution(code[cause]):
-                suffix = f" (in your solution, code cell {cause + 1})"
+                suffix = f" (in your solution, {labels[cause]})"
                 message, summary = _first_line_plus(blamed.message, suffix), \
                     blamed.summary + suffix
                 where = blamed.where
             else:
-                suffix = f" (after code {describe(code[cause], cause)} failed: " \
-                    f"{blamed.summary})"
+                suffix = f" (after {labels[cause]} (`{_first_code_line(code[cause])}`) " \
+                    f"failed: {blamed.summary})"
                 message, summary = _first_line_plus(message, suffix), summary + suffix
-    return CheckResult(i + 1, 0, worth, status, message, where, hidden), summary
+    return CheckResult(i + 1, 0, worth, status, message, where, hidden, labels[i]), summary
+
+
+def _first_code_line(cell: NotebookNode) -> str:
+    text = describe(cell, 0)  # 'cell 1 (`first line`)'
+    return text[text.index("`") + 1:text.rindex("`")]
 
 
 def _first_line_plus(message: str, suffix: str) -> str:

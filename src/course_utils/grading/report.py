@@ -45,6 +45,7 @@ class CheckResult:
     message: str = ""  # the whole failure: expected, got, hints; several lines
     where: str = ""  # the learner's line where it went wrong
     hidden: bool = False  # a hidden check (solutions/ only): its code is not shown
+    label: str = ""  # how the learner finds it: "code cell 4", "the hidden check after ..."
 
     def text(self) -> str:
         """The message and where it happened, as shown in the details."""
@@ -82,12 +83,17 @@ class ExerciseResult:
                 groups.append(([c], c.text()))
         out = []
         for checks, text in groups:
-            cells = ", ".join(str(c.cell) for c in checks)
             pts = f"{_num(sum(c.points for c in checks))}/{_num(sum(c.possible for c in checks))}"
-            kind = "hidden check" if all(c.hidden for c in checks) else "check"
-            many = "s" if len(checks) > 1 else ""
-            out.append((f"{self.exercise}, {kind}{many} in code cell{many} {cells} ({pts}): "
-                        f"{checks[0].status}", text or "(no message)"))
+            if all(c.label and not c.label.startswith("code cell") for c in checks):
+                where = ", ".join(c.label for c in checks)  # checks the grader put in
+            else:
+                many = "s" if len(checks) > 1 else ""
+                cells = ", ".join((c.label or f"code cell {c.cell}").removeprefix("code cell ")
+                                  for c in checks)
+                kind = "hidden check" if all(c.hidden for c in checks) else "check"
+                where = f"{kind}{many} in code cell{many} {cells}"
+            out.append((f"{self.exercise}, {where} ({pts}): {checks[0].status}",
+                        text or "(no message)"))
         return out
 
 

@@ -42,6 +42,24 @@ class Restored:
 
     notebook: NotebookNode
     notes: dict[str, list[str]] = field(default_factory=dict)  # exercise id -> notes
+    inserted: set[int] = field(default_factory=set)  # code cells the learner has no code cell for
+
+    def labels(self) -> list[str]:
+        """How to name each code cell of ``notebook`` so the learner finds it in their own
+        notebook: ``code cell N`` counts the learner's code cells; a check the grader put in
+        is ``the hidden check after code cell N`` (or ``the restored check ...``)."""
+        out, number = [], 0
+        for i, cell in enumerate(self.notebook.cells):
+            if cell.get("cell_type") != "code":
+                continue
+            if i in self.inserted:
+                kind = "hidden check" if is_hidden(cell) else "restored check"
+                out.append(f"the {kind} after code cell {number}" if number else f"the {kind} "
+                           "at the top")
+            else:
+                number += 1
+                out.append(f"code cell {number}")
+        return out
 
     def note(self, exercise: str, text: str) -> None:
         self.notes.setdefault(exercise, []).append(text)
@@ -103,6 +121,10 @@ check ran instead']})
             keep[i] = k
     restored = [_fresh(checks[keep[i]]) if i in keep else c for i, c in enumerate(cells)
                 if i in keep or i not in match.values()]
+    # Which restored cells stand for a code cell of the learner's (messages count those).
+    theirs = {id(new) for i, new in zip(
+        [i for i in range(len(cells)) if i in keep or i not in match.values()], restored,
+        strict=True) if cells[i].get("cell_type") == "code"}
 
     for k, check in enumerate(checks):
         if any(c.get("id") == check.get("id") for c in restored if is_check(c)):
@@ -113,6 +135,8 @@ check ran instead']})
         restored.insert(_insertion_point(restored, canonical, check), _fresh(check))
 
     result.notebook.cells = restored
+    result.inserted = {i for i, c in enumerate(restored)
+                       if c.get("cell_type") == "code" and id(c) not in theirs}
     return result
 
 

@@ -84,12 +84,18 @@ class NotebookRun:
         self.kernel: Kernel | None = None
         self.sent: list[str] = []  # what this kernel stored in its history, in order
         self.cells: dict[int, str] = {}  # cell index -> the source it last ran
+        self.check_cells: set[int] = set()
+        self.labels: list[str] = []  # how messages name code cell i (default "code cell i+1")
         self._count: dict[int, int] = {}  # execution count -> cell index
         self._baseline: dict | None = None
         self._nonce = secrets.token_hex(8)
         self._expected: tuple[int, dict[str, str]] | None = None
         self.restarts = 0
         self._checked = False  # the last request was a check cell, probed after it
+
+    def label(self, index: int) -> str:
+        """How messages name a code cell: as the learner counts it in their own notebook."""
+        return self.labels[index] if index < len(self.labels) else f"code cell {index + 1}"
 
     def __enter__(self) -> NotebookRun:
         self.start()
@@ -162,6 +168,8 @@ class NotebookRun:
         if self.kernel is None or not self.kernel.alive():
             return CellResult(index, "not run", "not run: the kernel died in an earlier cell",
                               kernel_lost=True)
+        if check:
+            self.check_cells.add(index)
         probing = check and self.probe and self._baseline is not None
         before = self._tampering() if probing and not self._checked else []
         expressions = {"probe": tamper.probe_expression(self._nonce)} if probing else None
@@ -182,7 +190,7 @@ class NotebookRun:
     def _judge(self, index: int, source: str, reply: Reply, raises: bool) -> CellResult:
         notes = []
         if reply.dropped_bytes:
-            notes.append(f"code cell {index + 1} printed more than "
+            notes.append(f"{self.label(index)} printed more than "
                          f"{_size(self.limits.output_bytes)}; the grader kept the first "
                          f"{_size(self.limits.output_bytes)} and dropped the rest")
         if reply.kernel_lost:
@@ -229,7 +237,7 @@ class NotebookRun:
             index = names.get(match.group(1))
             if index is None:
                 return match.group(0)
-            where = f"code cell {index + 1}, line {match.group(2)}"
+            where = f"{self.label(index)}, line {match.group(2)}"
             return f"({where})" if match.group(0).startswith("(") else where
 
         return _SYNTAX_FILE.sub(name, _CELL_FILE.sub(name, text))
@@ -246,12 +254,14 @@ class NotebookRun:
             index = _cell_file_names(self.cells).get(m.group(1))
             if index is not None:
                 frames.append((index, int(m.group(2))))
+        # A check's own assertion needs no pointer: the message says it. Point at learner code.
+        frames = [(i, n) for i, n in frames if i not in self.check_cells]
         if not frames:
             return ""
         index, line = frames[-1]
         source = self.cells.get(index, "").splitlines()
         text = source[line - 1].strip() if 0 < line <= len(source) else ""
-        return f"code cell {index + 1}, line {line}" + (f": `{text}`" if text else "")
+        return f"{self.label(index)}, line {line}" + (f": `{text}`" if text else "")
 
     # -- tampering --------------------------------------------------------------------------
 
@@ -391,13 +401,15 @@ def code_cells(nb: NotebookNode) -> list[NotebookNode]:
 def run_notebook(nb: NotebookNode, timeout: float, name: str = "notebook.ipynb", *,
                  sandbox: bool = False, limits: Limits | None = None,
                  hidden: list[Path] | None = None, probe: bool = True,
-                 budget: float | None = None) -> tuple[list[CellResult], list[str]]:
+                 budget: float | None = None, labels: list[str] | None = None
+                 ) -> tuple[list[CellResult], list[str]]:
     """Run the code cells of ``nb``; one result per code cell, and notes about the run.
 
     After a cell that lost the kernel, a fresh kernel runs the earlier cells again (not the
     ones that lost a kernel) and the run goes on after it. ``budget`` bounds the whole run in
     seconds (default: every cell's timeout plus start-ups); cells after it are "not run".
-    ``name`` is only used in notes.
+    ``labels`` name the code cells in messages (default ``code cell N``); ``name`` is only used
+    in notes.
     """
     code = code_cells(nb)
     results: list[CellResult] = []
@@ -407,6 +419,7 @@ def run_notebook(nb: NotebookNode, timeout: float, name: str = "notebook.ipynb",
         budget = 120.0 + len(code) * (timeout + INTERRUPT_GRACE_S + 2.0)
     deadline = time.monotonic() + budget
     run = NotebookRun(timeout, sandbox=sandbox, limits=limits, hidden=hidden, probe=probe)
+    run.labels = list(labels or [])
     try:
         try:
             run.start()
@@ -444,7 +457,7 @@ def run_notebook(nb: NotebookNode, timeout: float, name: str = "notebook.ipynb",
                     what = f"lost the kernel ({result.message})" if \
                         result.outcome == "crashed" else \
                         "ignored the interrupt after its timeout, so its kernel was stopped"
-                    notes.append(f"code cell {i + 1} {what}; the cells after it ran again in "
+                    notes.append(f"{run.label(i)} {what}; the cells after it ran again in "
                                  "a fresh kernel, without it")
     finally:
         run.close()
