@@ -136,6 +136,8 @@ def test_every_frame_has_one_layout_and_the_same_bytes_twice(renderer):
 
     first = geometry(st.frames[0].svg)
     assert all(geometry(f.svg) == first for f in st.frames[1:])
+    if renderer == "graphviz":  # no overlays: the filmstrip holds one image per frame
+        assert st.html().count("<img ") == len(st) and not st.base
     # the highlighted node is the active one, in every frame
     for f in st.frames:
         assert f.svg.count('stroke-width="2"') == 1 or renderer == "graphviz"
@@ -150,16 +152,33 @@ def test_notebook_views(monkeypatch):
     assert bundle["text/plain"].splitlines()[0] == (
         "step_through: 6 frames of minigraph eager tape (grad_fn): 3 forward steps, "
         "then 3 backward steps")  # x, mul(x, x), sum; the seed, the vjps of sum and mul
-    assert bundle["text/html"].count("<img ") == len(st) and "<svg" not in bundle["text/html"]
+    html = bundle["text/html"]
+    assert html.count("<img ") == 1 and "<svg" not in html  # one contact sheet, as an image
+    sheet = st.sheet()
+    assert sheet.count('<use href="#bare-graph"/>') == len(st)  # the graph once, N overlays
+    assert all(f.caption.split(":")[0] in sheet for f in st.frames)
     pytest.importorskip("ipywidgets")
     monkeypatch.setattr(steps_module, "_in_kernel", lambda: True)
     bundle = st._repr_mimebundle_()
     view = bundle["application/vnd.jupyter.widget-view+json"]
     assert view["model_id"] == st.widget().model_id
-    head, controls, stack = st.widget().children
+    head, controls, view = st.widget().children
     play, slider = controls.children
     assert (slider.min, slider.max, play.max) == (0, len(st) - 1, len(st) - 1)
+    bare, stack = view.children  # each frame's overlay laid over one picture of the graph
     assert len(stack.children) == len(st) and stack.selected_index == 0
+    from ipywidgets.widgets import widget, widget_link
+
+    links = [w for w in widget._instances.values() if isinstance(w, widget_link.Link)]
+    linked = {(lk.source[0].model_id, lk.source[1], lk.target[0].model_id, lk.target[1])
+              for lk in links}
+    assert (play.model_id, "value", slider.model_id, "value") in linked
+    assert (slider.model_id, "value", stack.model_id, "selected_index") in linked
+    # an overlay holds what its frame adds; the bare graph none of it
+    last = st.frames[-1]
+    assert all(text in last.overlay for text in last.grads.values())
+    assert not any(text in st.base for text in last.grads.values())
+    assert len(last.overlay) < len(last.svg) / 2
     assert "text/html" in bundle and "text/plain" in bundle  # nbval compares these
     assert viz.step_through(loss, widget=False)._repr_mimebundle_().keys() == {
         "text/plain", "text/html"}
@@ -170,7 +189,7 @@ def test_backward_false_save_and_errors(tmp_path):
     st = viz.step_through(g, feed_dict={"x": np.ones(3)}, backward=False)
     assert st.n_backward == 0 and len(st) == len(g.nodes)
     page = st.save(tmp_path / "steps.html").read_text()
-    assert page.count("<img ") == len(st)
+    assert page.count("<img ") == 1 and page.startswith("<!DOCTYPE html>")
     with pytest.raises(ValueError, match=r"\.html"):
         st.save(tmp_path / "steps.svg")
     with pytest.raises(TypeError, match="minigraph"):

@@ -21,6 +21,7 @@ position, so the same graph always gives the same bytes.
 from __future__ import annotations
 
 import hashlib
+import re
 from bisect import bisect_right, insort
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -311,7 +312,9 @@ class _Layout:
         return b.pos, self.layer_mid[b.layer]
 
     def svg(self, caption: Sequence[str], note: str, min_width: float = 0.0,
-            legend: bool = True) -> str:
+            legend: bool = True, overlay: bool = False) -> str:
+        """The drawing; with ``overlay``, only what a step-through frame adds to the bare graph
+        (values, gradients, the highlighted node, the caption) on a transparent background."""
         entries = legend_entries(self.full) if legend else []
         width, height = self._xy(self.extent_breadth, self.extent_depth)
         legend_w = sum(text_width(s.legend, EDGE_SIZE) + 30 for _, s in entries)
@@ -332,9 +335,10 @@ class _Layout:
             f'<defs><marker id="{arrow}" viewBox="0 0 10 10" refX="10" refY="5" '
             f'markerWidth="6" markerHeight="6" orient="auto">'
             f'<path d="M0,0 L10,5 L0,10 z" fill="{EDGE_COLOR}"/></marker></defs>',
+            "" if overlay else
             f'<rect x="0" y="0" width="{_f(width)}" height="{_f(total_h)}" fill="white"/>',
         ]
-        out += self._body(arrow)
+        out += self._overlay() if overlay else self._body(arrow)
         out += self._footer_svg(entries, caption, height)
         out.append("</svg>")
         return "\n".join(line for line in out if line) + "\n"
@@ -347,6 +351,16 @@ class _Layout:
         return boxes + self._edges_svg(arrow) + [self._node_svg(i, n, arrow)
                                                  for i, n in enumerate(self.g.nodes)
                                                  if n.id not in self.inner]
+
+    def _overlay(self) -> list[str]:
+        """The highlighted nodes whole, and the value and gradient lines of the others."""
+        out = []
+        for i, n in enumerate(self.g.nodes):
+            if n.id in self.inner:
+                continue
+            drawn = self._node_svg(i, n)
+            out += [drawn] if n.highlight else _VALUE_LINES.findall(drawn)
+        return out
 
     def _edges_svg(self, arrow: str) -> list[str]:
         out, drawn = [], set()
@@ -477,6 +491,9 @@ class _Layout:
                        f'font-size="{EDGE_SIZE}" fill="#616161">{escape(line)}</text>')
         out.append("</g>")
         return out
+
+
+_VALUE_LINES = re.compile(r'<text [^>]*class="(?:value|grad)"[^>]*>[^<]*</text>')
 
 
 def _topological(nodes: list[DrawNode], edges: list[DrawEdge]) -> list[DrawNode]:

@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from .adapters import as_mg_graph, is_mg_tensor, to_drawgraph
 from .dot import clean_graphviz_svg, node_sizes, run_dot, to_dot
@@ -35,6 +37,7 @@ from .layout import EDGE_SIZE, MARGIN, prepare, text_width
 from .model import GRAD_COLOR, HIGHLIGHT, VALUE_COLOR, DrawGraph
 from .values import GraphRun, backward_steps, eager_backward, eager_order, format_value
 
+SHEET_WIDTH, SHEET_GAP = 1000.0, 8.0  # points: how wide a contact sheet may grow, the gutter
 MAX_NODES = 30  # two frames per node or so: past this a step-through is too long to watch
 TEXT_WIDTH = 110  # characters per line of the text listing
 
@@ -51,6 +54,7 @@ class Frame:
     values: dict[str, str] = field(default_factory=dict)
     grads: dict[str, str] = field(default_factory=dict)
     svg: str = ""
+    overlay: str = ""  # built-in renderer: what this frame adds to StepThrough.base
 
     def _repr_svg_(self) -> str:
         return self.svg
@@ -66,8 +70,9 @@ class StepThrough:
     """
 
     def __init__(self, frames: list[Frame], graph: DrawGraph, renderer: str, title: str,
-                 widget: bool | None) -> None:
+                 widget: bool | None, base: str = "") -> None:
         self.frames, self.graph, self.renderer, self.title = frames, graph, renderer, title
+        self.base = base  # the bare graph every frame's overlay is drawn on (built-in renderer)
         self._use_widget = widget
         self._widget: Any = None
 
@@ -104,18 +109,47 @@ class StepThrough:
         return "\n".join(lines)
 
     def html(self) -> str:
-        """Every frame as an image, side by side, wrapping: the view where widgets don't run.
+        """Every frame, in reading order: the view where widgets don't run.
 
-        Images (``data:`` URIs), not inline SVG, so that JupyterLab shows them in a notebook
-        that is not trusted; only CSS that its sanitizer keeps.
+        With the built-in renderer, one contact sheet (`sheet`); with Graphviz, one image per
+        frame, wrapping. Images (``data:`` URIs), not inline SVG, so that JupyterLab shows them
+        in a notebook that is not trusted; only CSS that its sanitizer keeps.
         """
-        figures = [
-            '<div style="display: inline-block; vertical-align: top; margin: 0 6px 6px 0; '
-            f'padding: 4px; border: 1px solid #cfd8dc; border-radius: 4px">{_img(f)}</div>'
-            for f in self.frames]
+        if self.base:
+            frames = _img(self.sheet(), self.summary())
+        else:
+            frames = "".join(
+                '<div style="display: inline-block; vertical-align: top; margin: 0 6px 6px 0; '
+                f'padding: 4px; border: 1px solid #cfd8dc; border-radius: 4px">'
+                f"{_img(f.svg, f.caption)}</div>" for f in self.frames)
         head = (f'<div style="font-size: 13px; margin: 2px 0 6px 0">{escape(self.summary())}. '
                 "Run the cell in JupyterLab to step through them with a slider.</div>")
-        return f'<div class="course-viz-steps">{head}{self._notes_html()}{"".join(figures)}</div>'
+        return f'<div class="course-viz-steps">{head}{self._notes_html()}{frames}</div>'
+
+    def sheet(self) -> str:
+        """All frames in one SVG, left to right and then down: the bare graph is defined once
+        and each frame draws its overlay on a copy of it (``<use>``), so the sheet costs about
+        one picture plus the numbers. Built-in renderer only."""
+        if not self.base:
+            raise ValueError("a contact sheet needs the built-in renderer's frames")
+        w, h = (float(v) for v in _SIZE.search(self.base).groups())
+        cell_w, cell_h = w + SHEET_GAP, h + SHEET_GAP
+        cols = max(1, min(len(self.frames), int(SHEET_WIDTH // cell_w)))
+        rows = -(-len(self.frames) // cols)
+        width, height = cols * cell_w + SHEET_GAP, rows * cell_h + SHEET_GAP
+        out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.1f}pt" '
+               f'height="{height:.1f}pt" viewBox="0 0 {width:.1f} {height:.1f}" '
+               f'font-family="Helvetica,Arial,sans-serif">',
+               "<!-- drawn by course_utils.viz with its built-in layered layout -->",
+               f'<rect x="0" y="0" width="{width:.1f}" height="{height:.1f}" fill="white"/>',
+               f'<defs><g id="bare-graph">{_inside(self.base)}</g></defs>']
+        for k, f in enumerate(self.frames):
+            x, y = SHEET_GAP + (k % cols) * cell_w, SHEET_GAP + (k // cols) * cell_h
+            overlay = re.sub(r"<defs>.*?</defs>", "", _inside(f.overlay), flags=re.S)
+            out.append(f'<g transform="translate({x:.1f},{y:.1f})"><rect x="0" y="0" '
+                       f'width="{w:.1f}" height="{h:.1f}" fill="none" stroke="#cfd8dc"/>'
+                       f'<use href="#bare-graph"/>{overlay}</g>')
+        return "\n".join(out) + "\n</svg>\n"
 
     def _notes_html(self) -> str:
         """The drawing's notes (what the numbers are), in the colours the frames use."""
@@ -131,14 +165,24 @@ class StepThrough:
         """An ipywidgets view: a play button and a slider that pick the frame shown.
 
         The frames live in the browser (a ``Stack`` linked to the slider in JavaScript), so it
-        keeps working from saved widget state, without a kernel.
+        keeps working from saved widget state, without a kernel. With the built-in renderer
+        each page holds only what its frame adds (values, gradients, the red node), laid over
+        one picture of the bare graph: the saved state stays small.
         """
         if self._widget is None:
             import ipywidgets as w
 
             last = len(self.frames) - 1
-            pages = [w.HTML(_img(f)) for f in self.frames]
-            stack = w.Stack(pages, selected_index=0)
+            if self.base:
+                pages = [w.HTML(_img(f.overlay, f.caption)) for f in self.frames]
+                stack = w.Stack(pages, selected_index=0, layout=w.Layout(grid_area="frame"))
+                bare = w.HTML(_img(self.base, "the graph"), layout=w.Layout(grid_area="frame"))
+                view: Any = w.GridBox([bare, stack], layout=w.Layout(
+                    grid_template_areas='"frame"', justify_items="flex-start",
+                    align_items="flex-start"))
+            else:
+                stack = view = w.Stack([w.HTML(_img(f.svg, f.caption)) for f in self.frames],
+                                       selected_index=0)
             slider = w.IntSlider(value=0, min=0, max=last, description="step",
                                  layout=w.Layout(width="420px"))
             play = w.Play(value=0, min=0, max=last, interval=900, description="play")
@@ -146,7 +190,7 @@ class StepThrough:
             w.jslink((slider, "value"), (stack, "selected_index"))
             head = w.HTML(f'<div style="font-size: 13px">{escape(self.summary())}</div>'
                           + self._notes_html())
-            self._widget = w.VBox([head, w.HBox([play, slider]), stack])
+            self._widget = w.VBox([head, w.HBox([play, slider]), view])
         return self._widget
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
@@ -174,10 +218,66 @@ class StepThrough:
         return path
 
 
-def _img(frame: Frame) -> str:
-    """The frame as an ``<img>`` whose source is the SVG itself (a ``data:`` URI)."""
-    data = base64.b64encode(frame.svg.encode("utf-8")).decode("ascii")
-    return f'<img src="data:image/svg+xml;base64,{data}" alt="{escape(frame.caption)}"/>'
+def _img(svg: str, alt: str) -> str:
+    """An ``<img>`` whose source is the SVG itself (a ``data:`` URI)."""
+    return f'<img src="{data_uri(compact_svg(svg))}" alt="{escape(alt)}"/>'
+
+
+# What a frame shown as an image never uses (tooltips, comments), and the attributes every node
+# and edge repeats, said once in a style sheet: a filmstrip holds every frame, so it adds up.
+_UNSEEN = re.compile(r"<title>[^<]*</title>|<!--.*?-->\n?", re.S)
+_REPEATED = [  # (attributes as the built-in renderer writes them, class, CSS)
+    (r'fill="none" stroke="#546e7a" stroke-width="1\.1" marker-end="url\(#([\w-]+)\)"', "e",
+     "fill:none;stroke:#546e7a;stroke-width:1.1px;marker-end:url(#\\1)"),
+    (r'font-size="9" fill="#546e7a" text-anchor="start" stroke="white" stroke-width="3" '
+     r'paint-order="stroke"', "l",
+     "font-size:9px;fill:#546e7a;text-anchor:start;stroke:white;stroke-width:3px;"
+     "paint-order:stroke"),
+    (r'font-size="12" font-weight="bold" text-anchor="middle"', "b",
+     "font-size:12px;font-weight:bold;text-anchor:middle"),
+    (r'font-size="10" fill="#424242" text-anchor="middle"', "d",
+     "font-size:10px;fill:#424242;text-anchor:middle"),
+    (r'font-size="10" fill="#212121" text-anchor="middle" class="value"', "v",
+     "font-size:10px;fill:#212121;text-anchor:middle"),
+    (r'font-size="10" fill="#6a1b9a" text-anchor="middle" class="grad"', "g",
+     "font-size:10px;fill:#6a1b9a;text-anchor:middle"),
+]
+
+
+def compact_svg(svg: str) -> str:
+    """The same picture in fewer bytes: no tooltips, repeated attributes as CSS classes.
+
+    Only for the built-in renderer's frames; anything else is returned unchanged.
+    """
+    if "built-in layered layout" not in svg[:400]:
+        return svg
+    rules = []
+    for pattern, name, css in _REPEATED:
+        found = re.search(pattern, svg)
+        if found is None:
+            continue
+        rules.append("." + name + "{" + re.sub(r"\\1", found.group(found.lastindex or 0),
+                                              css) + "}")
+        svg = re.sub(pattern, f'class="{name}"', svg)
+    svg = _UNSEEN.sub("", svg)
+    head = svg.index(">") + 1
+    return svg[:head] + "<style>" + "".join(rules) + "</style>" + svg[head:]
+
+
+_SIZE = re.compile(r'<svg[^>]*?\swidth="([0-9.]+)pt" height="([0-9.]+)pt"')
+
+
+def _inside(svg: str) -> str:
+    """What is between ``<svg ...>`` and ``</svg>``."""
+    return svg[svg.index(">", svg.index("<svg")) + 1: svg.rindex("</svg>")]
+
+
+def data_uri(svg: str) -> str:
+    """A ``data:`` URI of ``svg``: percent-encoded where it can be (a tenth longer), base64
+    where single quotes would clash (a third longer)."""
+    if "'" in svg:
+        return "data:image/svg+xml;base64," + base64.b64encode(svg.encode()).decode("ascii")
+    return "data:image/svg+xml," + quote(svg.replace('"', "'"), safe=" /=:;,.'()-_!*+@$?~")
 
 
 def _in_kernel() -> bool:
@@ -261,8 +361,8 @@ def step_through(
     if title is not None:
         plan.graph.title = title
     frames = _frames(plan)
-    _render(frames, plan, chosen, rankdir, show_shapes)
-    return StepThrough(frames, plan.graph, chosen, plan.graph.title, widget)
+    base = _render(frames, plan, chosen, rankdir, show_shapes)
+    return StepThrough(frames, plan.graph, chosen, plan.graph.title, widget, base)
 
 
 def _eager_plan(root: Any, params: Mapping[str, Any] | None, backward: bool) -> _Plan:
@@ -379,9 +479,10 @@ def _frames(plan: _Plan) -> list[Frame]:
 
 
 def _render(frames: list[Frame], plan: _Plan, renderer: str, rankdir: str,
-            show_shapes: bool) -> None:
+            show_shapes: bool) -> str:
     """Draw every frame with one layout: measured with the widest text each node will show,
-    so no box grows and nothing moves from one frame to the next."""
+    so no box grows and nothing moves from one frame to the next. Returns the bare graph the
+    built-in renderer's overlays go on ("" for Graphviz)."""
     g = plan.graph
     g.notes.extend(plan.notes)
     valued = {nid for nid, _, _ in plan.forward}
@@ -413,11 +514,21 @@ def _render(frames: list[Frame], plan: _Plan, renderer: str, rankdir: str,
             frame.svg = clean_graphviz_svg(run_dot(source, "svg").decode("utf-8"),
                                            "drawn by course_utils.viz with Graphviz dot")
         else:
-            frame.svg = layout.svg(caption, "drawn by course_utils.viz with its built-in layered "
-                                   "layout", min_width, legend=False)
+            frame.svg = layout.svg(caption, _NOTE, min_width, legend=False)
+            frame.overlay = layout.svg(caption, _NOTE, min_width, legend=False, overlay=True)
+    base = ""
+    if renderer == "builtin":
+        for n in g.nodes:
+            value, grad = final[n.id]
+            n.value, n.grad, n.highlight = " " if value else "", " " if grad else "", False
+        base = layout.svg([""], _NOTE, min_width, legend=False)
     for n in g.nodes:  # leave the graph showing the end of the walk
         n.value, n.grad, n.highlight = frames[-1].values.get(n.id, ""), frames[-1].grads.get(
             n.id, ""), False
+    return base
+
+
+_NOTE = "drawn by course_utils.viz with its built-in layered layout"
 
 
 def _widest(frames: list[Frame]) -> dict[tuple[str, str], str]:
