@@ -15,8 +15,10 @@ backward pass is computed again for the picture (no ``.grad`` changes); for a ``
 vjps build backward nodes on a copy, which one run of that copy evaluates.
 
 One object shows everywhere: in JupyterLab an ipywidgets slider with a play button; where
-widgets do not render (nbval, exported HTML, GitHub) the same frames as a filmstrip of
-images; and a short text listing of the steps. All three are deterministic, frame by frame.
+widgets do not render (nbval, exported HTML, GitHub) the same frames as a filmstrip (one
+contact-sheet image); and a short text listing of the steps. All three are deterministic.
+Every frame shares one layout, so the built-in renderer draws the bare graph once and each
+frame as an overlay of what it adds: a saved notebook holds the graph once, not once a frame.
 """
 
 from __future__ import annotations
@@ -145,7 +147,7 @@ class StepThrough:
                f'<defs><g id="bare-graph">{_inside(self.base)}</g></defs>']
         for k, f in enumerate(self.frames):
             x, y = SHEET_GAP + (k % cols) * cell_w, SHEET_GAP + (k // cols) * cell_h
-            overlay = re.sub(r"<defs>.*?</defs>", "", _inside(f.overlay), flags=re.S)
+            overlay = _inside(f.overlay)
             out.append(f'<g transform="translate({x:.1f},{y:.1f})"><rect x="0" y="0" '
                        f'width="{w:.1f}" height="{h:.1f}" fill="none" stroke="#cfd8dc"/>'
                        f'<use href="#bare-graph"/>{overlay}</g>')
@@ -515,7 +517,8 @@ def _render(frames: list[Frame], plan: _Plan, renderer: str, rankdir: str,
                                            "drawn by course_utils.viz with Graphviz dot")
         else:
             frame.svg = layout.svg(caption, _NOTE, min_width, legend=False)
-            frame.overlay = layout.svg(caption, _NOTE, min_width, legend=False, overlay=True)
+            frame.overlay = re.sub(r"<defs>.*?</defs>\n?", "", layout.svg(
+                caption, _NOTE, min_width, legend=False, overlay=True), flags=re.S)
     base = ""
     if renderer == "builtin":
         for n in g.nodes:
