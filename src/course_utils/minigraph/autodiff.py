@@ -33,12 +33,19 @@ from .errors import GradientError, GraphError, user_source
 Record = tuple[Any, tuple, dict]  # (op, inputs, attrs)
 
 
+def call_vjp(op: Any, g: Any, out: Any, inputs: tuple, attrs: dict) -> Any:
+    """``op.vjp(g, out, *inputs, **attrs)``: how the walk applies a rule, unless told otherwise."""
+    return op.vjp(g, out, *inputs, **attrs)
+
+
 def backprop(ys: list, seeds: list, record_of: Callable[[Any], Record | None],
-             wants: Callable[[Any], bool]) -> list[tuple[Any, Any]]:
+             wants: Callable[[Any], bool],
+             vjp: Callable[..., Any] = call_vjp) -> list[tuple[Any, Any]]:
     """Push ``seeds`` (the gradients of ``ys``) back to every value that ``wants`` a gradient.
 
     Returns ``(value, gradient)`` pairs for every value reached, leaves included. Gradients that
-    meet at a value are added: that is the multivariable chain rule.
+    meet at a value are added: that is the multivariable chain rule. ``vjp(op, g, out, inputs,
+    attrs)`` applies one rule; eager ``backward()`` passes one that runs the rules on raw arrays.
     """
     grads: dict[int, tuple[Any, Any]] = {}
 
@@ -53,7 +60,7 @@ def backprop(ys: list, seeds: list, record_of: Callable[[Any], Record | None],
         if record is None or id(v) not in grads:
             continue
         op, inputs, attrs = record
-        input_grads = op.vjp(grads[id(v)][1], v, *inputs, **attrs)
+        input_grads = vjp(op, grads[id(v)][1], v, inputs, attrs)
         _check_vjp(op, inputs, input_grads)
         for x, gx in zip(inputs, input_grads, strict=True):
             if gx is not None and wants(x):

@@ -56,6 +56,67 @@ def is_grad_enabled() -> bool:
     return _grad_enabled
 
 
+@contextlib.contextmanager
+def enable_grad() -> Iterator[None]:
+    """Record on the tape again inside ``no_grad()`` (``torch.enable_grad``)."""
+    global _grad_enabled
+    previous, _grad_enabled = _grad_enabled, True
+    try:
+        yield
+    finally:
+        _grad_enabled = previous
+
+
+# --- raw arrays: how backward() runs the vjp rules when nothing records them ---------------------
+
+#: While true, ``mg.apply`` runs ``op.impl`` on numpy arrays and returns an array: no shape rule,
+#: no tensor, no tape. Only ``backward()`` turns it on, around the built-in vjp rules.
+RAW = False
+
+
+@contextlib.contextmanager
+def raw_arrays() -> Iterator[None]:
+    global RAW
+    previous, RAW = RAW, True
+    try:
+        yield
+    finally:
+        RAW = previous
+
+
+def run_raw(op: Op | str, inputs: Any, attrs: dict[str, Any]) -> np.ndarray:
+    """``op.impl`` on the inputs' arrays (what ``mg.apply`` does in raw mode)."""
+    from .ops import OPS
+
+    op = OPS[op] if type(op) is str else op
+    out = op.impl(*[x._data if type(x) is Tensor else x for x in inputs], **attrs)
+    return out if type(out) is np.ndarray else np.asarray(out)
+
+
+def _raw_vjp(op: Op, g: np.ndarray, out: Tensor, inputs: tuple[Tensor, ...],
+             attrs: dict[str, Any]) -> tuple:
+    """One vjp of ``backward()`` on raw arrays; each gradient comes back in its input's dtype.
+
+    A built-in rule gets arrays (its ``mg`` calls then run raw). A rule of your own, or a
+    traced function's, gets tensors, as it always has, and runs with raw mode off.
+    """
+    if op.builtin:
+        grads = op.vjp(g, out._data, *[x._data for x in inputs], **attrs)
+    else:
+        global RAW
+        RAW = False
+        try:
+            grads = op.vjp(Tensor(g), out, *inputs, **attrs)
+        finally:
+            RAW = True
+        if isinstance(grads, (tuple, list)):
+            grads = tuple(r._data if isinstance(r, Tensor) else r for r in grads)
+    if isinstance(grads, (tuple, list)) and len(grads) == len(inputs):
+        grads = tuple(r if r is None or r.dtype == x._data.dtype or not S.is_float(x.dtype)
+                      else r.astype(x._data.dtype) for r, x in zip(grads, inputs, strict=True))
+    return grads
+
+
 class TapeEntry:
     """How a tensor was made: its op, input tensors and attrs. ``tensor.grad_fn`` returns it.
 
@@ -186,10 +247,25 @@ class Tensor(Operators):
         """The same values, cut off from the tape."""
         return Tensor(self._data)
 
-    def backward(self, gradient: Any = None) -> None:
+    def backward(self, gradient: Any = None, create_graph: bool = False) -> None:
         """Add d(self)/d(leaf) to every leaf's ``.grad`` that requires grad (accumulating, as
         PyTorch does). A tensor of more than one element needs ``gradient``, the vector that
         multiplies the Jacobian.
+
+        ``create_graph=True`` records the backward pass on the tape too, so each ``.grad`` has a
+        ``grad_fn`` and can itself be differentiated: Hessian-vector products, gradient
+        penalties. Otherwise the vjp rules run on raw numpy arrays, with no shape rules and no
+        tape entries: the same rules, without the bookkeeping that only a second derivative
+        needs.
+
+        >>> import course_utils.minigraph as mg
+        >>> x = mg.tensor([1.0, 2.0], requires_grad=True)
+        >>> mg.sum(x ** 3).backward(create_graph=True)    # x.grad = 3 x**2, with a tape
+        >>> g = x.grad
+        >>> x.grad = None
+        >>> mg.sum(g).backward()                           # d(sum 3 x**2)/dx = 6 x
+        >>> x.grad
+        tensor([ 6., 12.], dtype=float32)
         """
         where = f"backward() at {user_source()}"
         if not self.requires_grad:
@@ -204,11 +280,25 @@ class Tensor(Operators):
         seed = tensor(gradient, dtype=self.dtype)
         if seed.shape != self.shape:
             raise GradientError(f"{where}: gradient has shape {seed.shape}, output {self.shape}")
-        with no_grad():
-            for leaf, g in backprop([self], [seed], _record_of, _requires_grad):
-                if leaf._ctx is None:
-                    g = g if g.dtype == leaf.dtype else Tensor(g._data.astype(leaf.dtype))
-                    leaf.grad = g if leaf.grad is None else leaf.grad + g
+        if create_graph:
+            with enable_grad():  # every vjp's ops go on the tape
+                for leaf, g in backprop([self], [seed], _record_of, _requires_grad):
+                    if leaf._ctx is None:
+                        g = g if g.dtype == leaf.dtype else g.cast(leaf.dtype)
+                        leaf.grad = g if leaf.grad is None else leaf.grad + g
+            return
+        with no_grad(), raw_arrays():
+            pairs = backprop([self], [seed._data], _record_of, _requires_grad, _raw_vjp)
+        for leaf, g in pairs:
+            if leaf._ctx is None:  # a fresh array of the leaf's dtype: .grad shares with nothing
+                g = np.array(g, dtype=leaf.dtype)
+                leaf.grad = Tensor(g) if leaf.grad is None else Tensor(leaf.grad._data + g)
+
+    def cast(self, dtype: Any) -> Tensor:
+        """``mg.cast(self, dtype)``."""
+        import course_utils.minigraph as mg  # the op functions build on this module
+
+        return mg.cast(self, dtype)
 
     # --- Python protocols -------------------------------------------------------------------
 

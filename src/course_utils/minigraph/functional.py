@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from . import attrs as A
+from . import eager
 from . import shapes as S
 from .eager import run_op
 from .errors import GraphError, ShapeError, UnknownOpError, user_source
@@ -37,6 +38,8 @@ def apply(op: str | Op, inputs: Any, *, name: str | None = None, **attrs: Any) -
     dtype of the values it meets (``x * 2`` keeps x's float32). ``name`` names the node (graph
     mode only).
     """
+    if eager.RAW:  # backward() running a built-in vjp rule: arrays in, arrays out
+        return eager.run_raw(op, inputs, attrs)
     try:
         op = get_op(op)
     except UnknownOpError as e:

@@ -72,6 +72,11 @@ class Op:
     def __call__(self, *inputs: Any, name: str | None = None, **attrs: Any) -> Any:
         return mg.apply(self, inputs, name=name, **attrs)
 
+    @property
+    def builtin(self) -> bool:
+        """One of minigraph's own ops (its vjp may run on raw arrays), still as it was defined."""
+        return OPS.get(self.name) is self and self.name in _BUILTIN
+
 
 OPS: dict[str, Op] = {}
 _BUILTIN: set[str] = set()

@@ -284,6 +284,8 @@ class ConcreteFunction:
         self.captured = [n.attrs["ref"] for n in graph.nodes if n.op == "capture"]
         self._run = Interpreter(graph).run
         self._backward: dict[int, tuple[Callable, str, list[int]]] = {}
+        self._backward_graphs: dict[int, Graph] = {}
+        self._backward_fns: dict[int, ConcreteFunction] = {}
 
     def __call__(self, args: Sequence[Any]) -> Any:
         """Run on ``args``, one eager tensor or array per placeholder; results as tensors."""
@@ -315,14 +317,32 @@ class ConcreteFunction:
                 out._ctx = TapeEntry(op, inputs, {}, versions)
 
     def _vjp(self, i: int, g: Tensor, out: Tensor, *inputs: Tensor) -> tuple:
-        """The tape's backward step for output ``i``: inputs are the args, then the captures."""
+        """The tape's backward step for output ``i``: inputs are the args, then the captures.
+
+        Under ``backward(create_graph=True)`` the backward graph is called like a traced function
+        itself, so its results are on the tape too (and so on, for any order of derivative).
+        """
         run, seed, wrt = self.backward_graph(i)
-        feeds = {p.name: t.numpy() for p, t in zip(self.graph.placeholders(), inputs, strict=False)}
-        feeds[seed] = g.numpy()
+        params = self.graph.placeholders()
+        if is_grad_enabled():
+            results = self._backward_function(i)([*inputs[:len(params)], g])
+        else:
+            feeds = {p.name: t.numpy() for p, t in zip(params, inputs, strict=False)}
+            feeds[seed] = g.numpy()
+            results = [Tensor(value) for value in run(feeds, {})]
         grads: list[Tensor | None] = [None] * len(inputs)
-        for j, value in zip(wrt, run(feeds, {}), strict=True):
-            grads[j] = Tensor(value)
+        for j, value in zip(wrt, results, strict=True):
+            grads[j] = value
         return tuple(grads)
+
+    def _backward_function(self, i: int) -> ConcreteFunction:
+        """The backward graph of output ``i`` as a function of (the args, the seed)."""
+        if i not in self._backward_fns:
+            self.backward_graph(i)
+            graph = self._backward_graphs[i]
+            self._backward_fns[i] = ConcreteFunction(f"{self.name}_grad{i}", graph,
+                                                     list(graph.outputs))
+        return self._backward_fns[i]
 
     def backward_graph(self, i: int) -> tuple[Callable, str, list[int]]:
         """The gradient of output ``i`` w.r.t. the inputs, then the captures: ``(run, name of
@@ -339,6 +359,7 @@ class ConcreteFunction:
             wrt = [j for j, d in enumerate(grads) if d is not None]
             g.outputs = [grads[j] for j in wrt]
             self._backward[i] = (Interpreter(g).run, seed.name, wrt)
+            self._backward_graphs[i] = g
         return self._backward[i]
 
 
