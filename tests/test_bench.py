@@ -257,6 +257,24 @@ def test_tensorflow_gpu_results_wait_for_the_device_without_a_copy(monkeypatch, 
     assert t.median == pytest.approx(1 * MS)
 
 
+def test_jax_results_are_waited_for(clock):
+    jnp = pytest.importorskip("jax.numpy")
+    x = jnp.ones(3)
+    waits = []
+
+    class Spy:  # looks like a jax.Array to sync_result: a jax module and block_until_ready
+        __module__ = "jaxlib.xla_extension"
+
+        def block_until_ready(self):
+            waits.append(1)
+            clock.advance(1 * MS)
+            return self
+
+    t = bench.timeit(lambda: (x, [Spy()]), warmup=1, repeats=2, number=1, clock=clock)
+    assert len(waits) == 3 and t.median == pytest.approx(1 * MS)
+    bench.sync_result(x * 2)  # a real jax.Array: waits without error
+
+
 def test_bad_sync_is_rejected():
     with pytest.raises(ValueError, match="sync='gpu'"):
         bench.timeit(lambda: None, sync="gpu")

@@ -622,10 +622,12 @@ def sync_result(result: Any) -> None:
     GPU ops asynchronously. A CUDA tensor (anything with ``is_cuda`` True) waits for
     ``torch.cuda.synchronize(device)``; an MPS tensor for ``torch.mps.synchronize()``; a
     TensorFlow tensor on a GPU (or another non-CPU device) for
-    ``tf.test.experimental.sync_devices()``. Nothing is copied to the host: waiting is the same
-    work for every framework. Anything else is already done: numpy arrays, Python numbers, and
-    CPU tensors of PyTorch and TensorFlow, whose eager ops and graph calls return when their
-    results are ready (unless TensorFlow was switched to asynchronous execution).
+    ``tf.test.experimental.sync_devices()``; a JAX array (JAX dispatches asynchronously on every
+    device, the CPU included) for its ``block_until_ready()``. Nothing is copied to the host:
+    waiting is the same work for every framework. Anything else is already done: numpy arrays,
+    Python numbers, and CPU tensors of PyTorch and TensorFlow, whose eager ops and graph calls
+    return when their results are ready (unless TensorFlow was switched to asynchronous
+    execution).
     """
     if isinstance(result, list | tuple):
         for item in result:
@@ -645,6 +647,8 @@ def sync_result(result: Any) -> None:
         import tensorflow as tf
 
         tf.test.experimental.sync_devices()
+    elif type(result).__module__.startswith("jax") and hasattr(result, "block_until_ready"):
+        result.block_until_ready()
 
 
 def _on_cpu(tf_value: Any) -> bool:
