@@ -55,35 +55,39 @@ def backprop(ys: list, seeds: list, record_of: Callable[[Any], Record | None],
 
     for y, seed in zip(ys, seeds, strict=True):
         accumulate(y, seed)
-    for v in reversed(_toposort(ys, record_of)):
-        record = record_of(v)
+    order, records = _toposort(ys, record_of)
+    for v in reversed(order):
+        record = records[id(v)]
         if record is None or id(v) not in grads:
             continue
         op, inputs, attrs = record
         input_grads = vjp(op, grads[id(v)][1], v, inputs, attrs)
-        _check_vjp(op, inputs, input_grads)
-        for x, gx in zip(inputs, input_grads, strict=True):
-            if gx is not None and wants(x):
+        if not isinstance(input_grads, (tuple, list)) or len(input_grads) != len(inputs):
+            _check_vjp(op, inputs, input_grads)  # raises, saying what the vjp got wrong
+        for i, gx in enumerate(input_grads):
+            if gx is not None and wants(x := inputs[i]):
+                if gx.shape != x.shape:  # the cheap test first; then what may differ
+                    _check_vjp(op, inputs, input_grads)
                 accumulate(x, gx)
     return list(grads.values())
 
 
-def _toposort(roots: list, record_of: Callable[[Any], Record | None]) -> list:
+def _toposort(roots: list, record_of: Callable[[Any], Record | None]) -> tuple[list, dict]:
     """Values reachable from ``roots``, each after all of its inputs (an iterative DFS, so a
-    long chain such as an unrolled loop cannot hit Python's recursion limit)."""
-    order, seen = [], set()
+    long chain such as an unrolled loop cannot hit Python's recursion limit), and the record
+    of each (by ``id``), asked for once."""
+    order, records = [], {}
     stack = [(r, False) for r in roots]
     while stack:
         v, expanded = stack.pop()
         if expanded:
             order.append(v)
-        elif id(v) not in seen:
-            seen.add(id(v))
+        elif id(v) not in records:
+            record = records[id(v)] = record_of(v)
             stack.append((v, True))
-            record = record_of(v)
             if record is not None:
-                stack.extend([(x, False) for x in record[1] if id(x) not in seen])
-    return order
+                stack.extend([(x, False) for x in record[1] if id(x) not in records])
+    return order, records
 
 
 def _check_vjp(op: Any, inputs: tuple, grads: Any) -> None:

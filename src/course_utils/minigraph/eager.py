@@ -36,7 +36,7 @@ from .errors import (
     user_source,
 )
 from .operators import Operators
-from .ops import Op, conform
+from .ops import BUILTIN_IDS, Op, conform
 
 _grad_enabled = True
 
@@ -100,8 +100,13 @@ def _raw_vjp(op: Op, g: np.ndarray, out: Tensor, inputs: tuple[Tensor, ...],
     A built-in rule gets arrays (its ``mg`` calls then run raw). A rule of your own, or a
     traced function's, gets tensors, as it always has, and runs with raw mode off.
     """
-    if op.builtin:
+    if id(op) in BUILTIN_IDS:
         grads = op.vjp(g, out._data, *[x._data for x in inputs], **attrs)
+        if len(grads) == len(inputs):  # each gradient in its input's dtype, as on the tape
+            for i, r in enumerate(grads):
+                if r is not None and r.dtype != inputs[i]._data.dtype:
+                    return _cast_grads(grads, inputs)
+        return grads
     else:
         global RAW
         RAW = False
@@ -112,9 +117,13 @@ def _raw_vjp(op: Op, g: np.ndarray, out: Tensor, inputs: tuple[Tensor, ...],
         if isinstance(grads, (tuple, list)):
             grads = tuple(r._data if isinstance(r, Tensor) else r for r in grads)
     if isinstance(grads, (tuple, list)) and len(grads) == len(inputs):
-        grads = tuple(r if r is None or r.dtype == x._data.dtype or not S.is_float(x.dtype)
-                      else r.astype(x._data.dtype) for r, x in zip(grads, inputs, strict=True))
+        return _cast_grads(grads, inputs)
     return grads
+
+
+def _cast_grads(grads: Any, inputs: tuple[Tensor, ...]) -> tuple:
+    return tuple(r if r is None or r.dtype == x._data.dtype or not S.is_float(x.dtype)
+                 else r.astype(x._data.dtype) for r, x in zip(grads, inputs, strict=True))
 
 
 class TapeEntry:
@@ -400,7 +409,12 @@ def run_op(op: Op, inputs: tuple, attrs: dict[str, Any]) -> Tensor:
                              f"{type(e).__name__}: {e}") from e
     result = Tensor(out)
     # Only floats carry gradients: comparisons and casts to int end the tape, as in PyTorch.
-    if _grad_enabled and op.vjp and S.is_float(dtype) and any(t.requires_grad for t in ts):
+    if _grad_enabled and op.vjp and dtype is not None and dtype.kind == "f":
+        for t in ts:
+            if t.requires_grad:
+                break
+        else:
+            return result
         if ts is not inputs:  # the tape outlives the caller's arrays, which may change later
             ts = tuple(_keep(x, t) for x, t in zip(inputs, ts, strict=True))
         result.requires_grad = True
@@ -478,6 +492,8 @@ def _record_of(t: Tensor) -> tuple[Op, tuple[Tensor, ...], dict[str, Any]] | Non
     ctx = t._ctx
     if ctx is None:
         return None
+    if tuple([x._version for x in ctx.inputs]) == ctx.versions:  # nothing changed in place
+        return ctx.op, ctx.inputs, ctx.attrs
     for i, x in enumerate(ctx.inputs):
         if x._version != ctx.versions[i]:
             raise GradientError(

@@ -45,12 +45,16 @@ def apply(op: str | Op, inputs: Any, *, name: str | None = None, **attrs: Any) -
     except UnknownOpError as e:
         raise UnknownOpError(f"mg.apply at {user_source()}: {e}") from None
     inputs = tuple(inputs)
-    graphs = {id(x.graph): x for x in inputs if isinstance(x, Node)}
     default = get_default_graph()
+    if not default.captures_outer:
+        for x in inputs:
+            if isinstance(x, Node):
+                break
+        else:  # no symbolic input: eager, the common case, decided without building anything
+            return run_op(op, inputs, attrs)
+    graphs = {id(x.graph): x for x in inputs if isinstance(x, Node)}
     if default.captures_outer:  # tracing a function body: every op is recorded there
         graph = default
-    elif not graphs:
-        return run_op(op, inputs, attrs)
     elif len(graphs) > 1:
         a, b = list(graphs.values())[:2]
         raise GraphError(f"{op.name} at {user_source()} mixes %{a.name} and %{b.name}, which "

@@ -74,12 +74,13 @@ class Op:
 
     @property
     def builtin(self) -> bool:
-        """One of minigraph's own ops (its vjp may run on raw arrays), still as it was defined."""
-        return OPS.get(self.name) is self and self.name in _BUILTIN
+        """One of minigraph's own ops (its vjp may run on raw arrays), as it was defined."""
+        return id(self) in BUILTIN_IDS
 
 
 OPS: dict[str, Op] = {}
 _BUILTIN: set[str] = set()
+BUILTIN_IDS: set[int] = set()  # id() of each built-in Op object (they live as long as OPS)
 
 
 def register_op(op: Op, *, replace: bool = False) -> Op:
@@ -96,6 +97,10 @@ def register_op(op: Op, *, replace: bool = False) -> Op:
 
 def get_op(op: str | Op) -> Op:
     """The registered ``Op`` for a name (or check that an ``Op`` object is the registered one)."""
+    if type(op) is str:  # the usual case, in one dictionary lookup
+        found = OPS.get(op)
+        if found is not None:
+            return found
     if isinstance(op, Op):
         if OPS.get(op.name) is not op:
             raise UnknownOpError(
@@ -132,6 +137,7 @@ def _builtin(name: str, impl: Callable | None, rule: Callable, vjp: Callable | N
              attrs: Mapping[str, Callable] | None = None) -> None:
     _BUILTIN.add(name)
     OPS[name] = Op(name, impl, rule, vjp, elementwise, stateful, doc, dict(attrs or {}))
+    BUILTIN_IDS.add(id(OPS[name]))
 
 
 # --- impls that need more than one numpy call -------------------------------------------------
