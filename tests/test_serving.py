@@ -281,3 +281,18 @@ def test_report_verdict_decides_from_the_rounds_like_bench():
 
 def test_a_decoded_request_is_writable_so_torch_can_take_it_without_a_warning():
     assert serving.decode(serving.encode(np.ones((2, 3)))).flags.writeable
+
+
+def test_a_server_that_stops_answering_ends_the_window_with_an_error(monkeypatch):
+    monkeypatch.setattr(serving, "STALL_S", 0.2)
+    stuck = threading.Event()
+
+    def hangs(x):
+        stuck.wait(5)  # far longer than the window and its grace period
+        return x
+
+    with serving.Server(hangs) as server:
+        with pytest.raises(TimeoutError, match="stopped answering"):
+            serving.load_test({"stuck": server}, np.ones((2, 3), np.float32), 1,
+                              duration_s=0.05, warmup_s=0.0, in_subprocess=False)
+        stuck.set()

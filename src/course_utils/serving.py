@@ -61,6 +61,8 @@ Predict = Callable[[np.ndarray], Any]
 HEADER = struct.Struct("!II")
 #: ``rows`` takes this value in an error reply; ``columns`` is then the message's length in bytes.
 ERROR_ROWS = 0xFFFFFFFF
+#: A load-test window gives up on a server that has not answered this long after it should end.
+STALL_S = 30.0
 
 
 class ServerError(RuntimeError):
@@ -662,8 +664,13 @@ async def _measure(address: tuple[str, int], requests: list[bytes], concurrency:
     """Run ``concurrency`` clients through warm-up and one window: (latencies, window length)."""
     window = _Window(time.perf_counter() + warmup_s, duration_s, min_requests=2 * concurrency)
     spacing = max(1, len(requests) // concurrency)  # the clients start at different rows
-    await asyncio.gather(*(_closed_loop(address, requests, k * spacing, window)
-                           for k in range(concurrency)))
+    clients = asyncio.gather(*(_closed_loop(address, requests, k * spacing, window)
+                               for k in range(concurrency)))
+    try:  # a server that stops answering must not hang the load test
+        await asyncio.wait_for(clients, warmup_s + 10 * duration_s + STALL_S)
+    except TimeoutError:
+        raise TimeoutError(f"the server at {address[0]}:{address[1]} stopped answering: no reply "
+                           f"within {STALL_S:.0f} s of the window's end") from None
     return window.latencies, window.end - window.start
 
 
