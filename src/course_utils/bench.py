@@ -1003,7 +1003,7 @@ class BreakEven:
     @property
     def words(self) -> str:
         """The conclusion without numbers, the same from run to run when the verdict is."""
-        return {"pays back": f"repays its first call after some calls of {self.baseline}",
+        return {"pays back": f"repays its first call (faster per call than {self.baseline})",
                 "never": f"never repays its first call ({self.per_call.words})",
                 "undecided": f"undecided ({self.per_call.words})"}[self.outcome]
 
