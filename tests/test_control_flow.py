@@ -237,9 +237,140 @@ def test_loop_mistakes_are_found_when_the_loop_is_built() -> None:
             mg.while_loop(lambda i, x: i < 3, lambda i, x: x, (0, x))
 
 
-def test_no_gradient_through_a_loop_says_so() -> None:
-    w = mg.tensor([2.0], requires_grad=True)
-    f = mg.function(lambda x: mg.while_loop(lambda v: mg.sum(v) < 10.0, lambda v: v * w, x))
-    y = f(mg.tensor([2.0], requires_grad=True))
-    with pytest.raises(mg.GradientError, match="no gradient through while_loop.*Unroll"):
-        mg.sum(y).backward()
+# --- gradients through while_loop: against the unrolled loop and central differences ----------
+
+RNG = np.random.default_rng(3)
+X0, W0, B0 = RNG.normal(size=3), RNG.normal(size=3), RNG.normal(size=3) * 0.1
+
+
+def rnn_loop(x, w, b, n):
+    """``n`` steps of ``h = tanh(h * w + b)``, with a counter: the trip count is data."""
+    zero = mg.constant(np.int64(0)) if isinstance(x, mg.Node) else 0
+    _, h = mg.while_loop(lambda i, h: i < n, lambda i, h: (i + 1, mg.tanh(h * w + b)), (zero, x))
+    return mg.sum(h * h)
+
+
+def rnn_unrolled(x, w, b, n: int):
+    h = x
+    for _ in range(n):
+        h = np.tanh(h * w + b)
+    return float(np.sum(h * h))
+
+
+@pytest.mark.parametrize("n", [0, 1, 5])
+@pytest.mark.parametrize("executor", ["interpreter", "codegen"])
+def test_gradient_through_a_counted_loop_equals_central_differences(n: int,
+                                                                     executor: str) -> None:
+    with mg.Graph().as_default() as g:
+        x, w, b = (mg.placeholder((3,), "float64", name=k) for k in "xwb")
+        steps = mg.placeholder((), "int64", name="n")
+        loss = rnn_loop(x, w, b, steps)
+        grads = mg.gradients(loss, [x, w, b])
+    g.validate()
+    assert "save_history=True" in str(g) and "while_loop_grad" in str(g)
+    arrays = [X0, W0, B0]
+    with mg.Session(g, executor=executor) as sess:
+        value, *got = sess.run([loss, *grads], {x: X0, w: W0, b: B0, steps: n})
+    assert value == pytest.approx(rnn_unrolled(X0, W0, B0, n), rel=1e-12)
+    for i, grad in enumerate(got):
+        expected = central_difference(lambda a: rnn_unrolled(*a, n), arrays, i)
+        np.testing.assert_allclose(grad, expected, rtol=1e-6, atol=1e-9, err_msg=f"input {i}")
+
+
+def test_gradient_equals_the_unrolled_loops_gradient_in_the_same_graph() -> None:
+    with mg.Graph().as_default() as g:
+        x, w, b = (mg.placeholder((None,), "float64", name=k) for k in "xwb")
+        looped = mg.gradients(rnn_loop(x, w, b, mg.constant(np.int64(4))), [x, w, b])
+        h = x
+        for _ in range(4):
+            h = mg.tanh(h * w + b)
+        unrolled = mg.gradients(mg.sum(h * h), [x, w, b])
+    feed = {x: X0, w: W0, b: B0}
+    with mg.Session(g) as sess:
+        for a, u in zip(sess.run(looped, feed), sess.run(unrolled, feed), strict=True):
+            np.testing.assert_allclose(a, u, rtol=1e-13)
+
+
+def test_gradient_through_a_loop_whose_trip_count_depends_on_the_values() -> None:
+    """``while sum(v) < 10: v = v * w``: the count changes with x, the gradient is piecewise."""
+    w = mg.tensor([1.3, 1.6], requires_grad=True)
+    f = mg.function(lambda x: mg.sum(mg.while_loop(lambda v: mg.sum(v) < 10.0,
+                                                     lambda v: v * w, x) ** 2))
+
+    def reference(a: list[np.ndarray]) -> float:
+        v, wv = a
+        while v.sum() < 10.0:
+            v = v * wv
+        return float(np.sum(v ** 2))
+
+    x = mg.tensor([1.0, 0.5], requires_grad=True)
+    f(x).backward()
+    arrays = [x.numpy().copy(), w.numpy().copy().astype(np.float64)]
+    for i, t in enumerate((x, w)):
+        expected = central_difference(reference, [a.astype(np.float64) for a in arrays], i,
+                                      eps=1e-4)
+        np.testing.assert_allclose(t.grad.numpy(), expected, rtol=2e-3)
+
+
+def test_only_the_results_asked_for_are_seeded_and_an_int_variable_gets_none() -> None:
+    with mg.Graph().as_default() as g:
+        x = mg.placeholder((2,), "float64", name="x")
+        y = mg.placeholder((2,), "float64", name="y")
+        n = mg.placeholder((), "int64", name="n")
+        i, a, c = mg.while_loop(lambda i, a, c: i < n,
+                                lambda i, a, c: (i + 1, a * c, c + 1.0), (n * 0, x, y))
+        dx, dy, dn = mg.gradients(mg.sum(a), [x, y, n])  # c's result is not used
+    assert dn is None
+    with mg.Session(g) as sess:
+        got_x, got_y = sess.run([dx, dy], {x: [1.0, 2.0], y: [0.5, 1.5], n: 3})
+    # a_3 = x * c0 * (c0 + 1) * (c0 + 2): d/dx = the product, d/dc0 = x * (3 c0^2 + 6 c0 + 2)
+    c0 = np.array([0.5, 1.5])
+    np.testing.assert_allclose(got_x, c0 * (c0 + 1) * (c0 + 2))
+    np.testing.assert_allclose(got_y, np.array([1.0, 2.0]) * (3 * c0 ** 2 + 6 * c0 + 2))
+
+
+def test_nested_loops_and_autograph_differentiate() -> None:
+    @mg.function(autograph=True)
+    def f(x, n, m):
+        i = 0
+        while i < n:
+            j = 0
+            while j < m:
+                x = x * 0.9 + 0.1 * mg.tanh(x)
+                j += 1
+            i += 1
+        return mg.sum(x * x)
+
+    def reference(a: list[np.ndarray], n: int = 3) -> float:
+        (x,) = a
+        for _ in range(n * 2):
+            x = x * 0.9 + 0.1 * np.tanh(x)
+        return float(np.sum(x * x))
+
+    x = mg.tensor(X0, requires_grad=True)
+    n, m = mg.tensor(np.int64(3)), mg.tensor(np.int64(2))
+    f(x, n, m).backward()
+    np.testing.assert_allclose(x.grad.numpy(), central_difference(reference, [X0], 0),
+                               rtol=1e-6)
+    assert str(f.get_graph(x, n, m)).count("while_loop(") == 2  # a loop in a loop
+
+
+def test_a_graph_with_a_loop_gradient_saves_and_loads(tmp_path) -> None:
+    with mg.Graph().as_default() as g:
+        x, w, b = (mg.placeholder((3,), "float64", name=k) for k in "xwb")
+        g.outputs = mg.gradients(rnn_loop(x, w, b, mg.constant(np.int64(3))), [x, w])
+    mg.save(g, tmp_path / "loop_grad.npz")
+    loaded = mg.load(tmp_path / "loop_grad.npz")
+    assert str(loaded) == str(g)
+    for a, e in zip(loaded(X0, W0, B0), mg.Session(g).run(g.outputs, {x: X0, w: W0, b: B0}),
+                    strict=True):
+        np.testing.assert_array_equal(a, e)
+
+
+def test_no_second_derivative_through_a_loop_says_so() -> None:
+    with mg.Graph().as_default():
+        x = mg.placeholder((3,), "float64", name="x")
+        (dx,) = mg.gradients(rnn_loop(x, W0, B0, mg.constant(np.int64(2))), [x])
+        with pytest.raises(mg.GradientError, match="no second derivative through the "
+                                                   "while_loop gradient.*unroll"):
+            mg.gradients(mg.sum(dx), [x])

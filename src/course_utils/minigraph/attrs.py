@@ -186,6 +186,18 @@ def array(value: Any) -> np.ndarray:
     return value
 
 
+def tuple_of(kind: Kind, what: str) -> Kind:
+    """The kind "a tuple of ``kind`` values" (a list is read as a tuple)."""
+
+    def kinds(value: Any) -> tuple:
+        if not isinstance(value, (tuple, list)) or len(value) > 4096:
+            raise ValueError(f"wants a tuple of {what}, got {_describe(value)}")
+        return tuple(kind(v) for v in value)
+
+    kinds.__name__ = f"tuple_of_{getattr(kind, '__name__', 'values')}"
+    return kinds
+
+
 def instance_of(cls: type, what: str, check: Kind | None = None) -> Kind:
     """The kind "an instance of ``cls``" (``what`` names it in messages), also passing ``check``
     on it if given: a cond's branch is ``instance_of(mg.Graph, "an mg.Graph")``."""

@@ -295,7 +295,14 @@ def while_loop(cond_fn: Callable[..., Any], body_fn: Callable[..., Any], loop_va
 
     ``loop_vars`` is a list or tuple of values (or one value); ``body_fn`` returns new values
     of the same dtypes and shapes; the result is the final values, in the same structure. In
-    eager mode it is that Python loop. Not differentiable. NB: ``tf.while_loop``.
+    eager mode it is that Python loop.
+
+    Differentiable in graphs: ``mg.gradients`` through a while_loop makes the loop keep each
+    iteration's loop variables (its node then prints ``save_history=True``) and adds a
+    ``while_loop_grad`` node that runs the body's vjp over them in reverse, last iteration
+    first; values inside the body are recomputed from the saved variables. The trip count is
+    whatever the forward run took. NB: ``tf.while_loop``, whose gradient also saves per-iteration
+    values (in stacks the forward loop pushes to) and runs a backward loop.
     """
     single = not isinstance(loop_vars, (list, tuple))
     init = [loop_vars] if single else list(loop_vars)
@@ -337,7 +344,8 @@ def _while(graph: Graph, cond_fn: Callable, body_fn: Callable, init: list[Any],
     return _results(node, len(loop_vars), names)
 
 
-def _while_rule(*operands: Any, cond_fn: Graph, body_fn: Graph) -> tuple:
+def _while_rule(*operands: Any, cond_fn: Graph, body_fn: Graph,
+                save_history: bool = False) -> tuple:
     _check_inputs(cond_fn, operands, "cond_fn")
     _check_inputs(body_fn, operands, "body_fn")
     if [(o.shape, o.dtype) for o in cond_fn.outputs] != [((), np.dtype(bool))]:
@@ -349,20 +357,99 @@ def _while_rule(*operands: Any, cond_fn: Graph, body_fn: Graph) -> tuple:
     return (), None
 
 
-def _while_impl(*operands: np.ndarray, cond_fn: Graph, body_fn: Graph) -> tuple:
+def _while_impl(*operands: np.ndarray, cond_fn: Graph, body_fn: Graph,
+                save_history: bool = False) -> tuple:
+    """The final loop variables; with ``save_history``, then one more entry: the variables each
+    iteration started from, in order (what ``while_loop_grad`` needs)."""
     n = len(body_fn.outputs)
     values, extra = operands[:n], operands[n:]
     test, body = Interpreter(cond_fn), Interpreter(body_fn)
+    history = []
     while _run(test, (*values, *extra))[0]:
+        if save_history:
+            history.append(values)
         values = tuple(_run(body, (*values, *extra)))
-    return tuple(values)
+    return (*values, tuple(history)) if save_history else tuple(values)
 
 
-def _while_vjp(g: Any, out: Node, *operands: Node, cond_fn: Graph, body_fn: Graph) -> tuple:
+def _while_vjp(g: Any, out: Node, *operands: Node, cond_fn: Graph, body_fn: Graph,
+               save_history: bool = False) -> tuple:
+    """The loop's gradient: a ``while_loop_grad`` node that walks the saved iterations back.
+
+    The forward node is told to keep its history (``save_history=True``): the loop variables
+    at the start of each iteration. NB: TensorFlow's while gradient rewrites the forward loop
+    the same way, to push the values its gradient needs onto stacks.
+    """
+    if not isinstance(g, _ResultGrads):
+        raise GradientError(f"differentiate the results of %{out.name} (its tuple_get nodes), "
+                            f"not the while_loop node itself")
+    n = len(body_fn.outputs)
+    loop_vars, extra = operands[:n], operands[n:]
+    floats = [i for i, v in enumerate(loop_vars) if S.is_float(v.dtype)]
+    float_extra = [j for j, x in enumerate(extra) if S.is_float(x.dtype)]
+    if not floats or all(g.grads[i] is None for i in floats):
+        return (None,) * len(operands)
+    out.attrs["save_history"] = True  # what the backward loop walks
+    params = body_fn.placeholders()
+    body_vjp = _vjp_graph(body_fn, floats, [params[i] for i in floats],
+                          floats + [n + j for j in float_extra])
+    seeded = tuple(g.grads[i] is not None for i in floats)
+    seeds = [g.grads[i] for i in floats if g.grads[i] is not None]
+    node = out.graph.add_node("while_loop_grad", (out, *seeds, *extra),
+                              {"body_vjp": body_vjp, "floats": tuple(floats), "seeded": seeded},
+                              name=f"{out.name}_grad")
+    results = _results(node, len(floats) + len(float_extra), None)
+    grads: list[Node | None] = [None] * len(operands)
+    for k, i in enumerate(floats + [n + j for j in float_extra]):
+        grads[i] = results[k]
+    return tuple(grads)
+
+
+def _while_grad_rule(forward: Any, *rest: Any, body_vjp: Graph, floats: tuple[int, ...],
+                     seeded: tuple[bool, ...]) -> tuple:
+    """Inputs: the forward while_loop, one seed per True in ``seeded``, its captured values."""
+    if len(floats) != len(seeded):
+        raise ShapeError(f"while_loop_grad: {len(floats)} float loop variables but "
+                         f"{len(seeded)} seeded flags")
+    if isinstance(forward, Node):  # (a memory planner may pass bare shapes: nothing to check)
+        if forward.op != "while_loop":
+            raise ShapeError(f"while_loop_grad reads a while_loop node, not %{forward.name} "
+                             f"({forward.op})")
+        body = forward.attrs["body_fn"]
+        n_vars, n_extra = len(body.outputs), len(body.placeholders()) - len(body.outputs)
+        if (len(body_vjp.placeholders()) != n_vars + n_extra + len(floats)
+                or len(rest) != sum(seeded) + n_extra):
+            raise ShapeError(f"while_loop_grad does not fit %{forward.name}: its body_vjp or "
+                             f"its seeds and captured values are not the loop's")
+    return (), None
+
+
+def _while_grad_impl(forward: tuple, *rest: np.ndarray, body_vjp: Graph, floats: tuple[int, ...],
+                     seeded: tuple[bool, ...]) -> tuple:
+    """Run body_vjp over the saved iterations, last first; add up the captured values' parts."""
+    history, n_seeds = forward[-1], sum(seeded)
+    seeds, extra = iter(rest[:n_seeds]), rest[n_seeds:]
+    cotangents = [next(seeds) if s else np.zeros_like(forward[i])
+                  for i, s in zip(floats, seeded, strict=True)]
+    run = Interpreter(body_vjp)
+    n_extra_grads = len(body_vjp.outputs) - len(floats)
+    extra_grads: list[Any] = [None] * n_extra_grads
+    for values in reversed(history):
+        outs = _run(run, (*values, *extra, *cotangents))
+        cotangents = outs[:len(floats)]
+        extra_grads = [o if e is None else e + o
+                       for e, o in zip(extra_grads, outs[len(floats):], strict=True)]
+    if not history:  # no iteration: the captured values had no effect
+        extra_grads = [np.zeros(o.shape if None not in o.shape else (), o.dtype)
+                       for o in body_vjp.outputs[len(floats):]]
+    return (*cotangents, *extra_grads)
+
+
+def _while_grad_vjp(g: Any, out: Node, *inputs: Node, **attrs: Any) -> tuple:
     raise GradientError(
-        f"no gradient through while_loop %{out.name} (defined at {out.source}): minigraph does "
-        f"not differentiate loops. Unroll it with a Python for loop when its trip count is "
-        f"known while tracing, or keep the loop out of the differentiated part")
+        f"no second derivative through the while_loop gradient %{out.name} (defined at "
+        f"{out.source}): minigraph differentiates a while_loop once. For a Hessian, unroll the "
+        f"loop with a Python for loop when its trip count is known while tracing")
 
 
 # --- results --------------------------------------------------------------------------------------
@@ -376,7 +463,10 @@ def result_types(node: Any) -> list[tuple[S.Shape, np.dtype]]:
     if op == "while_loop":
         body = node.attrs["body_fn"]
         return [(p.shape, p.dtype) for p in body.placeholders()[:len(body.outputs)]]
-    raise ShapeError(f"tuple_get reads a result of a cond or while_loop node, not of {op!r}")
+    if op == "while_loop_grad":
+        return [(o.shape, o.dtype) for o in node.attrs["body_vjp"].outputs]
+    raise ShapeError(f"tuple_get reads a result of a cond or while_loop node (or a "
+                     f"while_loop_grad), not of {op!r}")
 
 
 def _tuple_get_rule(t: Any, index: int, shape: S.Shape, dtype: str) -> tuple:
@@ -407,7 +497,11 @@ register_op(Op("cond", _cond_impl, _cond_rule, _cond_vjp,
                attrs={"true_fn": _GRAPH, "false_fn": _GRAPH}))
 register_op(Op("while_loop", _while_impl, _while_rule, _while_vjp,
                doc="while cond_fn(vars, ...): vars = body_fn(vars, ...); the final vars",
-               attrs={"cond_fn": _GRAPH, "body_fn": _GRAPH}))
+               attrs={"cond_fn": _GRAPH, "body_fn": _GRAPH, "save_history": A.boolean}))
+register_op(Op("while_loop_grad", _while_grad_impl, _while_grad_rule, _while_grad_vjp,
+               doc="a while_loop's gradient: body_vjp over its saved iterations, last first",
+               attrs={"body_vjp": _GRAPH, "floats": A.tuple_of(A.integer, "ints"),
+                      "seeded": A.tuple_of(A.boolean, "bools")}))
 register_op(Op("tuple_get", lambda t, index, shape, dtype: t[index], _tuple_get_rule,
                _tuple_get_vjp, doc="result `index` of a cond or while_loop node",
                attrs={"index": A.integer, "shape": A.shape, "dtype": A.dtype_name}))

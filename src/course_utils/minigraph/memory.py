@@ -149,6 +149,8 @@ def memory_plan(graph: Graph, feeds: Mapping[Any, Any] | None = None) -> MemoryP
             buffer, input_bytes = "input", input_bytes + nbytes
         elif spec.dtype is None:
             buffer, nbytes = "", 0
+        elif None in spec.shape:  # a loop or cond result whose size only the run decides
+            buffer, nbytes = "size known at run time", 0
         elif base[x.name] != x.name:
             buffer, nbytes = f"view of %{base[x.name]}", 0
         else:
@@ -207,7 +209,9 @@ def concrete_specs(graph: Graph, feeds: Mapping[Any, Any]) -> dict[str, Spec]:
 
 
 def _nbytes(spec: Spec) -> int:
-    return 0 if spec.dtype is None else math.prod(spec.shape) * spec.dtype.itemsize
+    if spec.dtype is None or None in spec.shape:  # no array, or a size known only at run time
+        return 0
+    return math.prod(spec.shape) * spec.dtype.itemsize
 
 
 def format_bytes(n: float) -> str:
