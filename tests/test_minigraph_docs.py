@@ -10,7 +10,8 @@ import pytest
 # The core modules; the tracing, passes and codegen modules can join this list.
 CORE = ["attrs", "autodiff", "conv", "eager", "errors", "functional", "graph", "interpreter",
         "operators", "ops", "optim", "session", "shapes"]
-MODULES = ["course_utils.minigraph"] + [f"course_utils.minigraph.{m}" for m in CORE]
+MODULES = ["course_utils.minigraph"] + [f"course_utils.minigraph.{m}" for m in CORE] + [
+    "course_utils.data"]
 
 
 @pytest.mark.parametrize("name", MODULES)
