@@ -86,36 +86,68 @@ def conv2d_weight_grad(g: np.ndarray, x: np.ndarray, like: np.ndarray, stride: P
 
 
 # --- pooling --------------------------------------------------------------------------------------
+# The usual pooling (2x2 windows, stride 2, on an even image) tiles the image exactly: then a
+# window is a pair of axes of a plain reshape, (N, C, Ho, kh, Wo, kw), and nothing needs strides.
+
+
+def _tiles(shape: tuple[int, ...], kernel_size: Pair, stride: Pair) -> bool:
+    """Do the windows tile the image exactly (no overlap, no cells left over)?"""
+    return (kernel_size == stride and shape[2] % kernel_size[0] == 0
+            and shape[3] % kernel_size[1] == 0)
+
+
+def pool_windows(x: np.ndarray, kernel_size: Pair, stride: Pair) -> np.ndarray:
+    """The ``(N, C, Ho, Wo, kh * kw)`` values of each window (a copy)."""
+    if _tiles(x.shape, kernel_size, stride):
+        (n, c, h, w), (kh, kw) = x.shape, kernel_size
+        tiles = x.reshape(n, c, h // kh, kh, w // kw, kw).transpose(0, 1, 2, 4, 3, 5)
+        return tiles.reshape(n, c, h // kh, w // kw, kh * kw)
+    cols = windows(x, kernel_size, stride, (0, 0))
+    return cols.reshape(*cols.shape[:4], -1)
+
+
+def pool_col2im(cols: np.ndarray, shape: tuple[int, ...], kernel_size: Pair,
+                stride: Pair) -> np.ndarray:
+    """``col2im`` of ``(N, C, Ho, Wo, kh * kw)`` window values: an image of ``shape``."""
+    (n, c, h, w), (kh, kw) = shape, kernel_size
+    cols = cols.reshape(*cols.shape[:4], kh, kw)
+    if _tiles(shape, kernel_size, stride):
+        return cols.transpose(0, 1, 2, 4, 3, 5).reshape(n, c, h, w)
+    return col2im(cols, shape, stride, (0, 0))
 
 
 def max_pool2d(x: np.ndarray, kernel_size: Pair, stride: Pair) -> np.ndarray:
+    if _tiles(x.shape, kernel_size, stride):
+        (n, c, h, w), (kh, kw) = x.shape, kernel_size
+        return x.reshape(n, c, h // kh, kh, w // kw, kw).max(axis=(3, 5))
     return windows(x, kernel_size, stride, (0, 0)).max(axis=(4, 5))
 
 
 def _argmax(x: np.ndarray, kernel_size: Pair, stride: Pair) -> np.ndarray:
     """Where in each window (a flat index < kh * kw) its maximum is; the first one on ties, as
     PyTorch's CPU kernel picks it."""
-    cols = windows(x, kernel_size, stride, (0, 0))
-    return cols.reshape(*cols.shape[:4], -1).argmax(axis=-1)
+    return pool_windows(x, kernel_size, stride).argmax(axis=-1)
 
 
 def max_pool2d_grad(g: np.ndarray, x: np.ndarray, kernel_size: Pair, stride: Pair) -> np.ndarray:
     """Each window's gradient ``g`` sent to the position of its maximum in ``x``."""
     kh, kw = kernel_size
-    hit = np.arange(kh * kw) == _argmax(x, kernel_size, stride)[..., None]
-    cols = (hit * g[..., None]).reshape(*g.shape, kh, kw)
-    return col2im(cols.astype(g.dtype, copy=False), x.shape, stride, (0, 0))
+    cols = np.zeros((*g.shape, kh * kw), dtype=g.dtype)
+    np.put_along_axis(cols, _argmax(x, kernel_size, stride)[..., None], g[..., None], axis=-1)
+    return pool_col2im(cols, x.shape, kernel_size, stride)
 
 
 def max_pool2d_select(u: np.ndarray, x: np.ndarray, kernel_size: Pair,
                       stride: Pair) -> np.ndarray:
     """``u`` read, in each window, where ``x`` has its maximum (the adjoint of the gradient)."""
-    cols = windows(u, kernel_size, stride, (0, 0))
-    flat = cols.reshape(*cols.shape[:4], -1)
+    flat = pool_windows(u, kernel_size, stride)
     return np.take_along_axis(flat, _argmax(x, kernel_size, stride)[..., None], axis=-1)[..., 0]
 
 
 def avg_pool2d(x: np.ndarray, kernel_size: Pair, stride: Pair) -> np.ndarray:
+    if _tiles(x.shape, kernel_size, stride):
+        (n, c, h, w), (kh, kw) = x.shape, kernel_size
+        return x.reshape(n, c, h // kh, kh, w // kw, kw).mean(axis=(3, 5))
     return windows(x, kernel_size, stride, (0, 0)).mean(axis=(4, 5))
 
 
@@ -123,5 +155,5 @@ def avg_pool2d_grad(g: np.ndarray, like: np.ndarray, kernel_size: Pair,
                     stride: Pair) -> np.ndarray:
     """Each window's gradient ``g`` shared equally by the ``kh * kw`` cells it averaged."""
     kh, kw = kernel_size
-    cols = np.broadcast_to((g / (kh * kw))[..., None, None], (*g.shape, kh, kw))
-    return col2im(cols, like.shape, stride, (0, 0))
+    cols = np.broadcast_to((g / (kh * kw))[..., None], (*g.shape, kh * kw))
+    return pool_col2im(cols, like.shape, kernel_size, stride)
