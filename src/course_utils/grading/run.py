@@ -221,8 +221,8 @@ class NotebookRun:
         first = lines[0].strip() if lines else ""
         if _HEADERS.match(first):
             causes = [m.group(1).strip() for line in lines[1:] if (m := _ERROR_LINE.match(line))]
-            root = causes[-1] if causes else lines[-1].strip()
-            summary = f"{reply.ename}: {root}"
+            # The root cause names its own error type; else say the outer one.
+            summary = causes[-1] if causes else f"{reply.ename}: {lines[-1].strip()}"
         else:
             summary = f"{reply.ename}: {first}" if first else reply.ename
         return full, summary, self._where(reply)
