@@ -20,6 +20,7 @@ Works as root and as a normal user (unprivileged user namespaces; or a setuid ``
 from __future__ import annotations
 
 import functools
+import glob
 import os
 import shutil
 import subprocess
@@ -99,6 +100,11 @@ def wrap(command: list[str], *, writable: Iterable[Path], hidden: Iterable[Path]
         # folder, such as solutions/ in a course under the home folder, is hidden again after).
         args += [a for needed in keep if needed != path and _inside(needed, path)
                  for a in ("--ro-bind", str(needed), str(needed))]
+    # GPUs: the fresh /dev has no device nodes; bind the NVIDIA and DRM ones that exist, so a
+    # course on a GPU machine grades on the GPU too.
+    for device in sorted(glob.glob("/dev/nvidia*")) + [d for d in ("/dev/dri",)
+                                                       if os.path.exists(d)]:
+        args += ["--dev-bind", device, device]
     for folder in writable:
         args += ["--bind", str(folder), str(folder)]
     args += ["--chdir", str(cwd), "--"]
