@@ -1,26 +1,36 @@
-"""Eager against graph in every framework: the sweep lesson 10 plots and the README quotes.
+"""Eager against graph against compiled graph in every framework: lesson 10's sweep, at full length.
 
-    python benchmarks/frameworks.py --quick          # a few sizes, under 3 minutes on 2 CPU cores
-    python benchmarks/frameworks.py                  # the full sweep, under 10 minutes
+    python benchmarks/frameworks.py --quick          # fewer sizes, a few minutes on 2 CPU cores
+    python benchmarks/frameworks.py                  # every size of lesson 10, ~10 minutes
     python benchmarks/frameworks.py --only tiny,mlp  # some workloads
+
+Its defaults are lesson 10's: one thread per framework, the same four workloads at the same sizes,
+the MLP in float64, verdicts decided from per-round ratios timed on the process's CPU time, each
+framework's modes in rounds of their own. It adds what the lesson leaves out to stay within two
+minutes: ``torch.compile`` (inductor by default) on every workload and size, repeated first calls
+and break-even counts for every graph mode.
 
 Four workloads, each at a few problem sizes:
 
-    tiny    99 elementwise ops (33 times tanh(1.5 * x + 0.1)) on a short vector: pure overhead
-    mlp     one training step of the course's spiral MLP: forward, backward, SGD update
+    tiny    x <- 0.9 * x + 0.1, 33 times: 66 elementwise ops on a vector (overhead, then fusion)
+    mlp     one training step of the course's spiral MLP in float64: forward, backward, SGD update
     matmul  one n x n float32 matrix product: all the time in one kernel
     cnn     a ResNet-style stack of conv-bn-relu blocks with skips, 8 images of 32 x 32, inference
 
-and every mode available here: PyTorch eager, TorchScript (``torch.jit.trace``), ``torch.compile``;
-TensorFlow eager, ``tf.function``, ``tf.function(jit_compile=True)`` (XLA); minigraph eager,
-Session and codegen (where ``course_utils.minigraph`` has them). PyTorch also runs on the GPU when
-there is one; TensorFlow uses the device it picks itself.
+and every mode: PyTorch eager, TorchScript (``torch.jit.trace``), ``torch.compile``; TensorFlow
+eager, ``tf.function``, ``tf.function(jit_compile=True)`` (XLA); minigraph eager, its graph as
+written (``Session(optimize=False)``) and optimized (``Session()``, which fuses). PyTorch also runs
+on the GPU when there is one (then every timing uses the wall clock); TensorFlow uses the device it
+picks itself.
 
 Before a mode is timed, its first two results are checked against a numpy reference (for the MLP,
 the losses of two training steps, so the backward pass and the update are checked too): a fast
-wrong answer is not a result. Its "first call" is the time from the plain Python function to the
-first result: building, tracing, compiling and one run. Prints a table per workload and size and
-writes ``frameworks.json`` (every sample) and ``frameworks.png`` (time vs size, graph/eager ratio).
+wrong answer is not a result. "First call" is the time from the plain Python function to the
+first result: building, tracing, compiling and one run; the first one ("cold") in a fresh inductor
+cache, then the median of ``--first-calls`` more, built afresh. Prints a table per workload and
+size, and writes ``frameworks.json`` (every sample) and ``frameworks.png`` (time vs size, graph /
+eager ratio) to ``--out``, by default a directory in the system's temporary directory, never the
+repository.
 """
 
 from __future__ import annotations
@@ -39,6 +49,13 @@ from pathlib import Path
 
 if __name__ == "__main__":  # only when run as a script, and before numpy, torch and TF load
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's C++ start-up log
+    _pre = argparse.ArgumentParser(add_help=False)
+    _pre.add_argument("--threads", type=int, default=1)
+    if _pre.parse_known_args()[0].threads == 1:
+        # One thread, as lesson 10: numpy's BLAS (minigraph) and OpenMP (PyTorch) size their
+        # thread pools from these when they load.
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     # Three thread pools share this process and a few cores: OpenMP's (PyTorch, inductor's
     # kernels), TensorFlow's, and numpy's OpenBLAS (minigraph). Idle OpenMP and OpenBLAS threads
     # spin for a while before they sleep, taking the cores from whichever framework is timed
@@ -56,7 +73,10 @@ from course_utils import bench, devices  # noqa: E402
 from course_utils.data import MLP_SIZES, init_mlp, one_hot, spiral  # noqa: E402
 
 LR = 0.1  # SGD step size of the MLP workload
-CHAIN = 33  # tanh(1.5 * x + 0.1) repeated: 3 elementwise ops each, 99 in all
+CHAIN = 33  # 0.9 * x + 0.1 repeated: 2 elementwise ops each, 66 in all
+
+#: How every comparison is timed and decided (as lesson 10's TIMING); the clock is chosen in main.
+TIMING = {"warmup": 2, "repeats": 6, "max_time_s": 3.0}
 
 
 class NotAvailable(Exception):
@@ -68,7 +88,7 @@ class NotAvailable(Exception):
 
 def chain_np(x: np.ndarray) -> np.ndarray:
     for _ in range(CHAIN):
-        x = np.tanh(x * 1.5 + 0.1)
+        x = x * 0.9 + 0.1
     return x
 
 
@@ -165,10 +185,11 @@ def tiny_data(n: int) -> dict:
     return {"x": np.random.default_rng(0).standard_normal(n).astype(np.float32)}
 
 
-def mlp_data(batch: int) -> dict:
+def mlp_data(batch: int, dtype=np.float64) -> dict:
+    """The spiral batch and the MLP's initial weights; float64 as in lesson 10."""
     X, y = spiral(n_per_class=batch // 2, seed=0)
-    return {"X": X.astype(np.float32), "y": y, "Y": one_hot(y, 2).astype(np.float32),
-            "params": init_mlp(MLP_SIZES, seed=0, dtype=np.float32)}
+    return {"X": X.astype(dtype), "y": y, "Y": one_hot(y, 2).astype(dtype),
+            "params": init_mlp(MLP_SIZES, seed=0, dtype=dtype)}
 
 
 def matmul_data(n: int) -> dict:
@@ -195,7 +216,7 @@ def tiny_torch(d, device, capture):
 
     def chain(x):
         for _ in range(CHAIN):
-            x = torch.tanh(x * 1.5 + 0.1)
+            x = x * 0.9 + 0.1
         return x
 
     x = torch.tensor(d["x"], device=device)
@@ -285,7 +306,7 @@ def tiny_tf(d, capture):
 
     def chain(x):
         for _ in range(CHAIN):
-            x = tf.tanh(x * 1.5 + 0.1)
+            x = x * 0.9 + 0.1
         return x
 
     x = tf.constant(d["x"])
@@ -374,34 +395,25 @@ def _mg(*needs: str):
 _MG_GRAPH = ("Graph", "placeholder", "Session", "global_variables_initializer")
 
 
-def _mg_session(mg, graph, mode: str):
-    """A Session for ``mode``: "session" interprets the graph, "codegen" runs generated Python."""
-    if mode == "session":
-        return mg.Session(graph)
-    try:
-        return mg.Session(graph, executor="codegen")
-    except Exception as err:  # the codegen executor comes with the passes issue
-        raise NotAvailable(f"minigraph has no codegen executor yet ({err})") from err
-
-
 def _mg_run(mg, mode: str, build: Callable, feed_values: dict):
-    """Run the graph ``build()`` makes: it returns (placeholders, output, ops to run too)."""
+    """Run the graph ``build()`` makes (placeholders, output, ops to run too) in a Session:
+    "graph" runs the ops as written (``optimize=False``), "fused" the optimized plan."""
     graph = mg.Graph()
     with graph.as_default():
         placeholders, output, ops = build()
         init = mg.global_variables_initializer()
-    sess = _mg_session(mg, graph, mode)
+    sess = mg.Session(graph, optimize=mode == "fused")
     sess.run(init)
     feed = {placeholders[k]: v for k, v in feed_values.items()}
     return lambda: sess.run([output, *ops], feed_dict=feed)[0]
 
 
 def tiny_mg(d, mode):
-    mg = _mg("tanh", *(("tensor",) if mode == "eager" else _MG_GRAPH))
+    mg = _mg(*(("tensor",) if mode == "eager" else _MG_GRAPH))
 
     def chain(x):
         for _ in range(CHAIN):
-            x = mg.tanh(x * 1.5 + 0.1)
+            x = x * 0.9 + 0.1
         return x
 
     if mode == "eager":
@@ -409,7 +421,7 @@ def tiny_mg(d, mode):
         return lambda: chain(x)
 
     def build():
-        x = mg.placeholder(d["x"].shape, name="x")
+        x = mg.placeholder(d["x"].shape, d["x"].dtype, name="x")
         return {"x": x}, chain(x), []
 
     return _mg_run(mg, mode, build, {"x": d["x"]})
@@ -442,8 +454,8 @@ def mlp_mg(d, mode):
         return step
 
     def build():
-        X = mg.placeholder((None, 2), name="X")
-        Y = mg.placeholder((None, 2), name="Y")
+        X = mg.placeholder((None, 2), d["X"].dtype, name="X")
+        Y = mg.placeholder((None, 2), d["Y"].dtype, name="Y")
         params = [mg.Variable(a, name=f"p{i}") for i, a in enumerate(arrays)]
         loss = _mg_loss(mg, X, Y, params)
         grads = mg.gradients(loss, params)
@@ -475,15 +487,15 @@ def cnn_mg(d, mode):
 
 
 WORKLOADS = [
-    Workload("tiny", "99 elementwise ops on a vector", "vector length",
-             (16, 1024, 65536), (16, 4096), tiny_data, twice(lambda d: chain_np(d["x"])),
-             tiny_torch, tiny_tf, tiny_mg),
-    Workload("mlp", "MLP training step (spiral, 2-32-32-2)", "batch size",
+    Workload("tiny", "66 elementwise ops on a vector", "vector length",
+             (16, 1024, 65536, 2**20), (16, 65536), tiny_data,
+             twice(lambda d: chain_np(d["x"].astype(np.float64))), tiny_torch, tiny_tf, tiny_mg),
+    Workload("mlp", "MLP training step (spiral, 2-32-32-2, float64)", "batch size",
              (200, 2000, 20000), (200,), mlp_data,
              lambda d: mlp_losses_np(d["params"], d["X"], d["Y"]),
              mlp_torch, mlp_tf, mlp_mg),
-    Workload("matmul", "n x n matrix product", "n",
-             (256, 512, 1024, 2048), (512, 1024), matmul_data,
+    Workload("matmul", "n x n float32 matrix product", "n",
+             (64, 256, 1024), (64, 1024), matmul_data,
              twice(lambda d: d["a"].astype(np.float64) @ d["b"]), matmul_torch, matmul_tf,
              matmul_mg),
     Workload("cnn", "ResNet-style CNN, 8 x 32 x 32 images", "width (channels)",
@@ -499,6 +511,7 @@ WORKLOADS = [
 class Mode:
     name: str
     eager: str | None  # the eager mode this graph mode is compared with (None: it is eager)
+    group: str  # modes of one group are timed in rounds of their own (a framework on a device)
     build: Callable[[Workload, dict], Callable]  # raises NotAvailable
 
 
@@ -514,7 +527,7 @@ def torch_modes(backend: str) -> list[Mode]:
             return torch.jit.trace(fn, example)
 
     def compile_(fn, example):
-        # dynamic=False: one specialised graph per size, as the other graph modes get.
+        # dynamic=False: one graph specialised to each size, as the other graph modes get.
         return torch.compile(fn, backend=backend, dynamic=False)
 
     captures = {"torch eager": lambda fn, example: fn, "torchscript": trace,
@@ -530,7 +543,7 @@ def torch_modes(backend: str) -> list[Mode]:
                 return w.torch(d, device, capture)
 
             eager = None if name == "torch eager" else f"torch eager{tag}"
-            modes.append(Mode(name + tag, eager, build))
+            modes.append(Mode(name + tag, eager, f"torch{tag}", build))
     return modes
 
 
@@ -540,15 +553,15 @@ def tf_modes() -> list[Mode]:
     tag = " [GPU]" if tf.config.list_physical_devices("GPU") else ""
     captures = {"tf eager": lambda fn: fn, "tf.function": tf.function,
                 "tf.function+xla": lambda fn: tf.function(fn, jit_compile=True)}
-    return [Mode(name + tag, None if name == "tf eager" else f"tf eager{tag}",
+    return [Mode(name + tag, None if name == "tf eager" else f"tf eager{tag}", "tensorflow",
                  lambda w, d, c=capture: w.tf(d, c))
             for name, capture in captures.items()]
 
 
 def mg_modes() -> list[Mode]:
-    return [Mode(f"mg {mode}", None if mode == "eager" else "mg eager",
+    return [Mode(f"mg {mode}", None if mode == "eager" else "mg eager", "minigraph",
                  lambda w, d, m=mode: w.minigraph(d, m))
-            for mode in ("eager", "session", "codegen")]
+            for mode in ("eager", "graph", "fused")]
 
 
 # ----------------------------------------------------------------------------- running
@@ -577,26 +590,36 @@ def check(results: list, expected: list, rtol: float) -> str | None:
 
 @dataclass
 class SizeResult:
-    comparison: bench.Comparison | None
-    first_call: dict[str, float] = field(default_factory=dict)
+    comparisons: dict[str, bench.Comparison] = field(default_factory=dict)  # group -> rounds
+    cold: dict[str, float] = field(default_factory=dict)  # mode -> the first first call
+    first_calls: dict[str, bench.Timing] = field(default_factory=dict)  # mode -> fresh builds
     problems: dict[str, str] = field(default_factory=dict)  # mode -> why it was not timed
+
+    def comparison_of(self, name: str) -> bench.Comparison:
+        return next(c for c in self.comparisons.values() if name in c.timings)
+
+
+def _first_result(mode: Mode, w: Workload, data: dict):
+    """Build ``mode`` from scratch and make its first call: (function, first result)."""
+    if mode.name.startswith("torch.compile"):
+        import torch
+
+        torch._dynamo.reset()  # compile afresh: the cache of compiled graphs is per process
+    fn = mode.build(w, data)
+    first = fn()
+    bench.sync_result(first)
+    return fn, first
 
 
 def run_size(w: Workload, size: int, modes: list[Mode], opts) -> SizeResult:
     data = w.data(size)
     expected = w.reference(data)
-    if any(m.name.startswith("torch.compile") for m in modes):
-        import torch
-
-        torch._dynamo.reset()  # every size compiles from scratch, as the first size does
-    fns, result = {}, SizeResult(None)
+    groups, result = {}, SizeResult()
     for mode in modes:
         try:
             start = time.perf_counter()
-            fn = mode.build(w, data)
-            first = fn()
-            bench.sync_result(first)
-            result.first_call[mode.name] = time.perf_counter() - start
+            fn, first = _first_result(mode, w, data)
+            result.cold[mode.name] = time.perf_counter() - start
             # TF32 matrix units on GPUs round to about 1e-3; CPUs compute in full float32.
             gpu = "[" in mode.name
             problem = check([first, fn()], expected, rtol=3e-2 if gpu else 2e-3)
@@ -607,36 +630,48 @@ def run_size(w: Workload, size: int, modes: list[Mode], opts) -> SizeResult:
         if problem:
             result.problems[mode.name] = problem
         else:
-            fns[mode.name] = fn
-    if fns:
-        result.comparison = bench.compare(
-            fns, warmup=opts.warmup, repeats=opts.repeats, progress=opts.progress,
-            desc=f"{w.name} {size}")
+            groups.setdefault(mode.group, {})[mode.name] = fn
+    eager_of = {m.name: m.eager for m in modes if m.eager}
+    for group, fns in groups.items():
+        pairs = {g: e for g, e in eager_of.items() if g in fns and e in fns}
+        result.comparisons[group] = bench.compare(
+            fns, pairs=pairs, clock=opts.clock, progress=opts.progress,
+            desc=f"{w.name} {size} {group}", **{**TIMING, "repeats": opts.repeats})
+    if opts.first_calls:
+        for mode in modes:
+            if mode.eager and mode.name in result.cold and mode.name not in result.problems:
+                result.first_calls[mode.name] = bench.first_calls(
+                    lambda m=mode: _first_result(m, w, data)[0], repeats=opts.first_calls,
+                    name=mode.name, sync=None)
     return result
 
 
-def report_size(w: Workload, size: int, res: SizeResult, eager_of: dict[str, str]) -> list[str]:
-    """Rows of the printed table: time, graph/eager ratio, first call, break-even."""
+def report_size(w: Workload, size: int, res: SizeResult) -> list[str]:
+    """Rows of the printed table: time, ratio to eager and verdict, first calls, break-even."""
     lines = [f"\n{w.name}: {w.title}, {w.size_label} = {size}"]
-    lines.append(f"  {'mode':<22}{'median ± IQR/2':>22}  {'vs eager [IQR]':>26}"
-                 f"{'first call':>12}{'break-even':>13}")
-    c = res.comparison
-    for name, timing in (c.timings.items() if c else []):
-        base = eager_of.get(name)
-        ratio = c.ratios_to(base)[name] if base in c.timings else None
-        calls = (bench.break_even(res.first_call[name], timing.median, c.timings[base].median)
-                 if ratio else None)
-        lines.append(
-            f"  {name:<22}{bench.format_time(timing.median, timing.iqr / 2):>22}  "
-            f"{str(ratio) if ratio else '':>26}{bench.format_time(res.first_call[name]):>12}"
-            f"{_calls(calls) if ratio else '':>13}")
+    lines.append(f"  {'mode':<20}{'median ± IQR/2':>22}{'vs eager [95%]':>26}  {'verdict':<10}"
+                 f"{'cold first':>11}{'first call':>11}  break-even")
+    for c in res.comparisons.values():
+        verdicts = c.verdicts()
+        for name, timing in c.timings.items():
+            v = verdicts.get(name)
+            ratio = (f"{v.ratio.median:.3g}× [{v.ratio.low:.3g}, {v.ratio.high:.3g}]"
+                     if v else "")
+            firsts = res.first_calls.get(name)
+            first = bench.format_time(firsts.median) if firsts else ""
+            if v is None:
+                even = ""
+            else:
+                be = bench.break_even_of(firsts or res.cold[name], c, name)
+                even = (f"{be.calls:,} ({be.low:,}-{be.high:,})" if be.outcome == "pays back"
+                        else be.outcome)
+            lines.append(
+                f"  {name:<20}{bench.format_time(timing.median, timing.iqr / 2):>22}"
+                f"{ratio:>26}  {(v.outcome if v else ''):<10}"
+                f"{bench.format_time(res.cold[name]):>11}{first:>11}  {even}")
     for name, problem in res.problems.items():
-        lines.append(f"  {name:<22}{problem}")
+        lines.append(f"  {name:<20}{problem}")
     return lines
-
-
-def _calls(n: int | None) -> str:
-    return "never" if n is None else "1 call" if n == 1 else f"{n} calls"
 
 
 def save_figure(results: dict, eager_of: dict[str, str], path: Path) -> None:
@@ -649,20 +684,24 @@ def save_figure(results: dict, eager_of: dict[str, str], path: Path) -> None:
     fig, axes = plt.subplots(2, len(results), figsize=(4 * len(results) + 1.5, 7),
                              layout="constrained", squeeze=False)
     legend = {}
-    names = dict.fromkeys(n for _, sweep in results.values() for n in sweep.names)
+    names = dict.fromkeys(n for _, sweeps in results.values() for s in sweeps.values()
+                          for n in s.names)
     colors = {name: f"C{i % 10}" for i, name in enumerate(names)}  # one colour per mode
-    for col, (w, sweep) in enumerate(results.values()):
-        if not sweep.comparisons:
-            continue
-        top = sweep.plot(ax=axes[0, col], xlabel=w.size_label, colors=colors)
+    for col, (w, sweeps) in enumerate(results.values()):
+        top, bottom = axes[0, col], axes[1, col]
+        for sweep in sweeps.values():
+            if not sweep.comparisons:
+                continue
+            sweep.plot(ax=top, xlabel=w.size_label, colors=colors)
+            pairs = {n: eager_of[n] for n in sweep.names if n in eager_of}
+            sweep.plot_ratio(pairs, ax=bottom, xlabel=w.size_label, colors=colors)
         top.set_title(w.title, fontsize="medium")
-        pairs = {n: eager_of[n] for n in sweep.names if n in eager_of}
-        bottom = sweep.plot_ratio(pairs, ax=axes[1, col], xlabel=w.size_label, colors=colors)
         bottom.set_ylabel("graph time / its eager time")
         # A mode has one colour in every panel, so one legend for the figure is enough.
         for ax in (top, bottom):
-            legend.update(zip(*reversed(ax.get_legend_handles_labels()), strict=True))
-            ax.get_legend().remove()
+            if ax.get_legend() is not None:
+                legend.update(zip(*reversed(ax.get_legend_handles_labels()), strict=True))
+                ax.get_legend().remove()
     modes = [name for name in legend if " / " not in name]
     fig.legend([legend[n] for n in modes], modes, loc="outside right upper", fontsize="small")
     fig.savefig(path, dpi=90)
@@ -670,7 +709,7 @@ def save_figure(results: dict, eager_of: dict[str, str], path: Path) -> None:
 
 
 def set_threads(n: int) -> None:
-    """Give each framework ``n`` threads: useful on a shared machine, where fewer is steadier."""
+    """Give each framework ``n`` threads: one, as lesson 10, is steadier on a shared machine."""
     import tensorflow as tf
     import torch
 
@@ -679,58 +718,91 @@ def set_threads(n: int) -> None:
     tf.config.threading.set_inter_op_parallelism_threads(n)
 
 
+def default_out() -> Path:
+    """Where results go unless ``--out`` says otherwise: outside the repository."""
+    return Path(tempfile.gettempdir()) / "course-benchmarks"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer sizes and repeats")
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    parser.add_argument("--quick", action="store_true", help="fewer sizes, 2 first calls")
+    parser.add_argument("--out", type=Path, default=default_out(),
+                        help=f"where to write frameworks.json and .png (default {default_out()})")
     parser.add_argument("--only", default="", help="comma-separated workloads, e.g. tiny,mlp")
     parser.add_argument("--backend", default="inductor",
-                        help="torch.compile backend (inductor, aot_eager, ...)")
-    parser.add_argument("--threads", type=int, default=0,
-                        help="CPU threads for each framework (default: theirs, usually all cores)")
+                        help="torch.compile backend (inductor, aot_eager, eager, ...)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="CPU threads for each framework (default 1, as lesson 10; 0: theirs)")
+    parser.add_argument("--first-calls", type=int, default=None,
+                        help="fresh builds per graph mode for its first-call time (default 5; "
+                             "2 with --quick; 0 skips them)")
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction,
                         default=sys.stderr.isatty(), help="progress bars (default: on a terminal)")
     opts = parser.parse_args(argv)
-    opts.repeats, opts.warmup = (10, 2) if opts.quick else (20, 3)
+    opts.repeats = TIMING["repeats"]
+    if opts.first_calls is None:
+        opts.first_calls = 2 if opts.quick else 5
 
-    if opts.threads:
-        set_threads(opts.threads)
+    from course_utils import quiet
+
+    with quiet.silenced_fd2():  # TensorFlow's start-up notices; threads before its runtime starts
+        if opts.threads:
+            set_threads(opts.threads)
+        modes = torch_modes(opts.backend) + tf_modes() + mg_modes()
+    import tensorflow as tf
+
+    tf.get_logger().setLevel("ERROR")  # fresh tf.functions are built on purpose (first calls)
+    on_gpu = any("[" in m.name for m in modes)
+    # CPU time when every mode runs on one thread of this process, as in lesson 10: other jobs
+    # on the machine cannot add to it. With several threads or a GPU, only the wall clock sees
+    # all the work.
+    opts.clock = time.process_time if opts.threads == 1 and not on_gpu else time.perf_counter
     chosen = [w for w in WORKLOADS if not opts.only or w.name in opts.only.split(",")]
-    modes = torch_modes(opts.backend) + tf_modes() + mg_modes()
     eager_of = {m.name: m.eager for m in modes if m.eager}
     env = devices.report().as_dict()
+    clock_name = "CPU time" if opts.clock is time.process_time else "wall clock"
     print(f"torch {env['torch']} ({env['lessons run torch on']}, {env['torch threads']} threads), "
           f"TensorFlow {env['tensorflow']} ({env['TensorFlow GPU']}), {env['usable cpus']} CPUs, "
-          f"torch.compile backend {opts.backend!r}, {'quick' if opts.quick else 'full'} run")
+          f"torch.compile backend {opts.backend!r}, {clock_name}, "
+          f"{'quick' if opts.quick else 'full'} run")
 
     started = time.perf_counter()
     results, extra = {}, {}
     for w in chosen:
-        sizes, comparisons = [], []
-        extra[w.name] = {"title": w.title, "size_label": w.size_label, "first_call": {},
-                         "break_even": {}, "problems": {}}
-        for size in w.quick_sizes if opts.quick else w.sizes:
+        per_size = []
+        extra[w.name] = {"title": w.title, "size_label": w.size_label, "cold_first_call": {},
+                         "first_calls": {}, "verdicts": {}, "break_even": {}, "problems": {}}
+        sizes = w.quick_sizes if opts.quick else w.sizes
+        for size in sizes:
             res = run_size(w, size, modes, opts)
-            print("\n".join(report_size(w, size, res, eager_of)), flush=True)
-            extra[w.name]["problems"][str(size)] = res.problems
-            extra[w.name]["first_call"][str(size)] = res.first_call
-            if res.comparison is None:
-                continue
-            sizes.append(size)
-            comparisons.append(res.comparison)
-            med = {n: t.median for n, t in res.comparison.timings.items()}
-            extra[w.name]["break_even"][str(size)] = {
-                n: bench.break_even(res.first_call[n], med[n], med[e])
-                for n, e in eager_of.items() if n in med and e in med}
-        results[w.name] = (w, bench.Sweep(sizes, comparisons))
+            print("\n".join(report_size(w, size, res)), flush=True)
+            info = extra[w.name]
+            info["problems"][str(size)] = res.problems
+            info["cold_first_call"][str(size)] = res.cold
+            info["first_calls"][str(size)] = {n: t.to_dict() for n, t in res.first_calls.items()}
+            info["verdicts"][str(size)] = {n: v.to_dict() for c in res.comparisons.values()
+                                           for n, v in c.verdicts().items()}
+            info["break_even"][str(size)] = {
+                n: bench.break_even_of(res.first_calls.get(n) or res.cold[n],
+                                       res.comparison_of(n), n).calls
+                for n in eager_of if any(n in c.timings for c in res.comparisons.values())}
+            per_size.append(res)
+        groups = dict.fromkeys(g for r in per_size for g in r.comparisons)
+        sweeps = {}
+        for g in groups:
+            kept = [(s, r.comparisons[g]) for s, r in zip(sizes, per_size, strict=True)
+                    if g in r.comparisons]
+            sweeps[g] = bench.Sweep([s for s, _ in kept], [c for _, c in kept])
+        results[w.name] = (w, sweeps)
 
     opts.out.mkdir(parents=True, exist_ok=True)
     data = {"kind": "frameworks", "environment": env, "platform": platform.platform(),
             "quick": opts.quick, "backend": opts.backend, "threads": opts.threads or None,
-            "repeats": opts.repeats, "eager_of": eager_of,
+            "clock": clock_name, "timing": TIMING, "eager_of": eager_of,
             "seconds": time.perf_counter() - started,
-            "workloads": {name: {**extra[name], "sweep": s.to_dict()}
-                          for name, (_, s) in results.items()}}
+            "workloads": {name: {**extra[name],
+                                 "sweeps": {g: s.to_dict() for g, s in sweeps.items()}}
+                          for name, (_, sweeps) in results.items()}}
     (opts.out / "frameworks.json").write_text(json.dumps(data, indent=1, ensure_ascii=False))
     save_figure(results, eager_of, opts.out / "frameworks.png")
     print(f"\nwrote {opts.out / 'frameworks.json'} and {opts.out / 'frameworks.png'} "

@@ -95,3 +95,51 @@ def test_cuda_details_only_with_a_gpu():
         assert details["name"] == torch.cuda.get_device_name(0)
     else:
         assert details is None
+
+
+# ----------------------------------------------------------------------------- gpu_check.py
+
+
+def _gpu_check_module():
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).parents[1] / "benchmarks" / "gpu_check.py"
+    spec = importlib.util.spec_from_file_location("course_gpu_check", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the report of a machine without CUDA")
+def test_gpu_check_without_cuda_says_so_and_skips(capsys, tmp_path):
+    gpu_check = _gpu_check_module()
+    out = tmp_path / "report.md"
+    assert gpu_check.main(["--quick", "--out", str(out)]) == 0
+    report = out.read_text()
+    assert report.strip() == capsys.readouterr().out.split("\nwrote ")[0].strip()  # as printed
+    assert "## 1. Device selection" in report and "## 2. The synchronised timer" in report
+    assert "no CUDA device" in report and "No CUDA device: skipped" in report
+    assert "## 3." in report and "### " not in report  # no workload was run
+
+
+def test_gpu_check_dry_run_on_the_cpu(tmp_path):
+    # The same code paths a GPU runs (capture, compile, check against numpy, timing, export and
+    # a .pt2 round trip), on the CPU, as a script in its own process.
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).parents[1] / "benchmarks" / "gpu_check.py"
+    out = tmp_path / "report.md"
+    done = subprocess.run([sys.executable, str(script), "--device", "cpu", "--backend", "eager",
+                           "--quick", "--out", str(out)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = out.read_text()
+    assert "failed" not in report and "Traceback" not in report, report
+    assert report.count("agrees with numpy") == 4  # eager, torch.compile; export, .pt2 reload
+    assert report.count("needs a CUDA device") == 2  # reduce-overhead and CUDA graph
+    assert "## 4. torch.export on the device" in report and "| cpu |" in report
