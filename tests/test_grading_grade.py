@@ -307,3 +307,15 @@ def test_an_error_inside_tf_function_shows_its_root_cause_and_the_learners_line(
     assert "code cell 1, line 5, in affine" in result.message
     assert result.where == "code cell 1, line 5: `return tf.matmul(x, w)  # (2, 3) @ (2, 3): " \
         "wrong shapes`"
+
+
+def test_notebook_option_grades_any_file_against_the_named_notebook(tmp_path, capsys):
+    odd = tmp_path / "homework final (2).ipynb"
+    odd.write_bytes(b"")
+    assert grade.main([str(odd), "--solutions", str(SOLUTIONS), "--notebook", "99_fixture",
+                       "--json", "--no-sandbox"]) == 1
+    report = json.loads(capsys.readouterr().out)[0]
+    assert [(e["exercise"], e["status"], e["possible"]) for e in report["exercises"]] == [
+        ("99.1", "error", 2), ("99.2", "error", 1)]
+    assert grade.main([str(odd), "--solutions", str(SOLUTIONS), "--notebook", "nope"]) == 2
+    assert "error: no " in capsys.readouterr().err
