@@ -92,6 +92,7 @@ class NotebookRun:
         self._expected: tuple[int, dict[str, str]] | None = None
         self.restarts = 0
         self._checked = False  # the last request was a check cell, probed after it
+        self._saved: tuple[list[str], dict[int, int]] = ([], {})  # for restore()
 
     def label(self, index: int) -> str:
         """How messages name a code cell: as the learner counts it in their own notebook."""
