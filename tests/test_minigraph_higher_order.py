@@ -180,3 +180,19 @@ def test_raw_and_recorded_backward_give_the_same_gradients(name: str,
     for raw, recorded in zip(*results, strict=True):
         assert not raw.requires_grad and raw.dtype == recorded.dtype
         np.testing.assert_array_equal(raw.numpy(), recorded.numpy())
+
+
+def test_a_vjp_of_your_own_still_gets_tensors_under_plain_backward() -> None:
+    """Only built-in rules run on raw arrays; an op you register keeps the tensor API."""
+    seen = []
+
+    def vjp(g, out, x):
+        seen.append((type(g).__name__, type(out).__name__, type(x).__name__))
+        return (mg.tensor(g.numpy() * 3.0),)  # .numpy() and mg.tensor, as in lesson 01
+
+    triple = mg.register_op(mg.Op("triple_test", lambda x: x * 3.0, mg.same_shape_rule, vjp,
+                                  elementwise=True), replace=True)
+    x = mg.tensor(np.array([1.0, 2.0]), requires_grad=True)  # float64: tanh' near 1 in float32
+    mg.sum(mg.tanh(triple(x))).backward()                       # loses digits
+    assert seen == [("Tensor", "Tensor", "Tensor")]
+    np.testing.assert_allclose(x.grad.numpy(), 3.0 * (1 - np.tanh([3.0, 6.0]) ** 2), rtol=1e-9)

@@ -19,12 +19,13 @@ array([[66.],
        [88.]], dtype=float32)
 
 Files, one concern each: ``ops.py`` (the op table), ``shapes.py`` (shapes, dtypes and each
-op's shape rule), ``graph.py`` (Node, Graph, builders), ``eager.py`` (Tensor, tape),
+op's shape rule), ``attrs.py`` (what each op's attrs may hold), ``conv.py`` (convolution and
+pooling on numpy strides), ``graph.py`` (Node, Graph, builders), ``eager.py`` (Tensor, tape),
 ``autodiff.py`` (the backward walk, ``gradients``), ``functional.py`` (``apply`` and the op
 functions), ``operators.py`` (``+``, ``@``, ...), ``interpreter.py``, ``session.py``,
 ``errors.py``; ``tracing.py`` (``mg.function``), ``control_flow.py`` (``cond``,
 ``while_loop``), ``autograph.py`` (``if``/``while`` to cond/while_loop), ``serialize.py``
-(``save``, ``load``).
+(``save``, ``load``), ``optim.py`` (``mg.optim.SGD``, ``mg.optim.Adam``).
 """
 
 from .autodiff import gradients

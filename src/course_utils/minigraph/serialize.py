@@ -64,7 +64,8 @@ class LoadedFunction:
     """A graph read back by ``mg.load``: print it, call it, or run ``graph`` in a Session.
 
     Calling it feeds the placeholders in order (or by name, as keywords) and returns the outputs
-    as numpy arrays, in the structure the saved function returned them.
+    as numpy arrays, in the structure the saved function returned them; Variables start at the
+    initial values saved with them.
     NB: what ``torch.jit.load`` and ``tf.saved_model.load`` give back.
     """
 
