@@ -480,10 +480,45 @@ def matmul_mg(d, mode):
 
 
 def cnn_mg(d, mode):
-    mg = _mg()
-    if not hasattr(mg, "conv2d"):
-        raise NotAvailable("minigraph has no conv2d op")
-    raise NotAvailable("the CNN is not written for minigraph")
+    """The CNN in minigraph: NCHW images, OIHW kernels, batch-norm statistics shaped (C, 1, 1)."""
+    mg = _mg("conv2d", *(("tensor",) if mode == "eager" else _MG_GRAPH))
+
+    def nchw(p):
+        if isinstance(p, dict):
+            return {k: (v.reshape(-1, 1, 1) if k in ("mean", "var", "gamma", "beta") else nchw(v))
+                    for k, v in p.items()}
+        if isinstance(p, np.ndarray) and p.ndim == 4:
+            return np.ascontiguousarray(p.transpose(3, 2, 0, 1))
+        return p
+
+    net = nchw(d["net"])
+    blocks = [nchw(b) for b in d["net"]["blocks"]]
+
+    def conv(x, w, stride):
+        return mg.conv2d(x, w, stride=stride, padding=w.shape[-1] // 2)
+
+    def bn(x, p):
+        return (x - p["mean"]) / mg.sqrt(p["var"] + 1e-5) * p["gamma"] + p["beta"]
+
+    def forward(x):
+        h = mg.relu(bn(conv(x, net["stem"], 1), net["stem_bn"]))
+        for blk in blocks:
+            out = mg.relu(bn(conv(h, blk["w1"], blk["stride"]), blk["bn1"]))
+            out = bn(conv(out, blk["w2"], 1), blk["bn2"])
+            skip = bn(conv(h, blk["proj"], blk["stride"]), blk["proj_bn"]) if "proj" in blk else h
+            h = mg.relu(out + skip)
+        return mg.matmul(mg.mean(h, axis=(2, 3)), net["fc_w"]) + net["fc_b"]
+
+    x = np.ascontiguousarray(d["x"].transpose(0, 3, 1, 2))
+    if mode == "eager":
+        xt = mg.tensor(x)
+        return lambda: forward(xt)
+
+    def build():
+        images = mg.placeholder(x.shape, x.dtype, name="images")
+        return {"images": images}, forward(images), []
+
+    return _mg_run(mg, mode, build, {"images": x})
 
 
 WORKLOADS = [

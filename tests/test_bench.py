@@ -699,3 +699,11 @@ def test_check_rejects_a_wrong_answer(frameworks):
     assert frameworks.check([want + 1e-6], [want], rtol=2e-3) is None
     assert "differs" in frameworks.check([want * 1.01], [want], rtol=2e-3)
     assert "shape" in frameworks.check([want[:5]], [want], rtol=2e-3)
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph", "fused"])
+def test_minigraph_cnn_matches_numpy_reference(frameworks, mode):
+    data = frameworks.cnn_data(4)
+    fn = frameworks.cnn_mg(data, mode)
+    want = frameworks.cnn_np(data["x"], data["net"])
+    assert frameworks.check([fn(), fn()], [want, want], rtol=1e-4) is None
