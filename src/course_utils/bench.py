@@ -839,6 +839,12 @@ def compare(
     busy one takes more rounds, and reaches the same verdicts. Without ``max_time_s``, exactly
     ``repeats`` rounds are taken.
 
+    **Which clock.** The wall clock (``time.perf_counter``, the default) counts everything the
+    caller waits for, a GPU or another process included, but also the slices of time the
+    operating system gives to other jobs, in bursts that intervals cannot always absorb. For
+    work that runs on the CPU in this process (one thread per framework, say), pass
+    ``clock=time.process_time``: the CPU time of this process, which other jobs cannot inflate.
+
     >>> c = compare({"list": lambda: list(range(1000)), "tuple": lambda: tuple(range(1000))},
     ...             repeats=5, progress=False)
     >>> c.ratios["list"].median
