@@ -173,9 +173,9 @@ def test_batcher_rejects_bad_settings():
 
 def test_batcher_waits_up_to_max_wait_for_a_fuller_batch():
     # Without a server: requests submitted 1 ms apart join one batch when the batcher may wait
-    # 50 ms, and go one by one when it may not.
+    # (up to 2 s, but the 4th request fills the batch), and go one by one when it may not.
     async def scenario(max_wait_ms):
-        batcher = serving.Batcher(model, max_batch=8, max_wait_ms=max_wait_ms)
+        batcher = serving.Batcher(model, max_batch=4, max_wait_ms=max_wait_ms)
         runner = asyncio.create_task(batcher.run())
         xs = [RNG.standard_normal((1, 6)).astype(np.float32) for _ in range(4)]
         tasks = []
@@ -188,7 +188,7 @@ def test_batcher_waits_up_to_max_wait_for_a_fuller_batch():
             np.testing.assert_allclose(y, model(x), rtol=1e-5, atol=1e-6)
         return batcher.batch_sizes
 
-    assert asyncio.run(scenario(50.0)) == [4]
+    assert asyncio.run(scenario(2000.0)) == [4]
     assert asyncio.run(scenario(0.0)) == [1, 1, 1, 1]
 
 
