@@ -213,6 +213,13 @@ def pickled_array(doc, members):
     members["array_0.npy"] = out.getvalue()
 
 
+@crafted("would make a (1000000000, 2) float64 array (16,000,000,000 bytes) when it runs")
+def a_broadcast_that_would_fill_the_memory(doc, members):
+    h = node(doc, "h")  # h is (None, 2): a file of a few KB that asks for 16 GB
+    h.update(op="broadcast_to", shape=[10**9, 2])
+    h["attrs"] = {"shape": {"$tuple": [10**9, 2]}}
+
+
 @crafted("attr min=nan: wants a number or None")
 def clip_bound_that_is_not_a_number(doc, members):
     relu_like = first(doc, "mul")

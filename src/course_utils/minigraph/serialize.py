@@ -231,7 +231,7 @@ def load(path: str | os.PathLike, *, max_bytes: int = MAX_BYTES) -> LoadedFuncti
 
 class _Reader:
     def __init__(self, where: str, archive: zipfile.ZipFile, max_bytes: int) -> None:
-        self.where, self.archive, self.budget = where, archive, max_bytes
+        self.where, self.archive, self.budget, self.max_bytes = where, archive, max_bytes, max_bytes
         self.members = {name.removesuffix(".npy"): name for name in archive.namelist()}
 
     def error(self, message: str) -> SerializationError:
@@ -385,6 +385,13 @@ class _Reader:
             node = graph.add_node(op, tuple(inputs), attrs, name=name, source=source)
         except MinigraphError as e:
             raise self.error(f"{what} ({op}) cannot be rebuilt: {e}") from None
+        if node.dtype is not None and None not in node.shape:
+            size = math.prod(node.shape) * node.dtype.itemsize
+            if size > self.max_bytes:  # e.g. a broadcast_to or one_hot far larger than the file
+                raise self.error(f"{what} ({op}) would make a {S.format_shape(node.shape)} "
+                                 f"{node.dtype} array ({size:,} bytes) when it runs, more than "
+                                 f"max_bytes={self.max_bytes:,}; if you trust the file, pass a "
+                                 f"larger mg.load(path, max_bytes=...)")
         recorded = (spec.get("shape"), spec.get("dtype"))
         rebuilt = (list(node.shape), None if node.dtype is None else node.dtype.name)
         if recorded != rebuilt:
