@@ -247,3 +247,28 @@ def test_drawing_without_jax_never_imports_it():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env={**os.environ, "COURSE_VIZ_RENDERER": ""})
     assert out.stdout.strip() == "False"
+
+
+def test_custom_derivative_rules_draw_with_their_primal_jaxpr():
+    @jax.custom_vjp
+    def sine(x):
+        return jnp.sin(x)
+
+    sine.defvjp(lambda x: (jnp.sin(x), x), lambda x, g: (g * jnp.cos(x),))
+
+    @jax.custom_jvp
+    def cube(x):
+        return x ** 3
+
+    cube.defjvps(lambda t, y, x: 3 * x**2 * t)
+    for f, primitive in ((sine, "custom_vjp_call"), (cube, "custom_jvp_call")):
+        closed = jax.make_jaxpr(f)(jnp.ones(2))
+        (eqn,) = closed.jaxpr.eqns
+        assert eqn.primitive.name == primitive
+        g = viz.draw(closed, renderer="builtin").graph
+        (box,) = [n for n in g.nodes if n.id == "eqn:0"]
+        assert box.details[0].startswith(f"b = {primitive}")
+        assert not any("<" in line for line in box.details), box.details  # no callables' reprs
+        (cluster,) = g.clusters
+        inner = [n.label for n in g.nodes if n.id in cluster.members and n.kind == "op"]
+        assert inner == [e.primitive.name for e in eqn.params["call_jaxpr"].jaxpr.eqns]

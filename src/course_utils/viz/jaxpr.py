@@ -252,7 +252,10 @@ def _param_lines(params: dict[str, Any]) -> list[str]:
     lines = []
     for key in sorted(params):
         value = params[key]
-        if key in _QUIET_PARAMS or value is None or value == () or _jaxprs_in(value):
+        # A custom rule's forward/backward functions are Python callables (a WrappedFun's == even
+        # raises on a tuple): only plain values are worth a line.
+        if key in _QUIET_PARAMS or value is None or callable(value) or _jaxprs_in(value) \
+                or (isinstance(value, tuple) and not value):
             continue
         text = f"{key}={value}"
         if len(text) <= MAX_DETAIL:
