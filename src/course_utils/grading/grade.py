@@ -51,41 +51,71 @@ from course_utils.grading.report import (
     write_csv,
 )
 from course_utils.grading.restore import restore_checks
-from course_utils.grading.run import CellResult, code_cells, run_notebook
+from course_utils.grading.run import CellResult, code_cells, run_notebook, time_budget
 
 GRADER = Path(__file__).resolve().parent  # course_utils/grading: this code and checks.py
+#: Cells a learner may add (scratch work) on top of the solutions notebook's, for the time
+#: budget: a notebook's whole run gets every cell's timeout for that many cells, no more.
+EXTRA_CELLS = 20
+#: Largest submission file read (outputs included), and most source code in its code cells.
+MAX_FILE_BYTES = 256 * 2**20
+MAX_SOURCE_CHARS = 4 * 2**20
 
 
 class CourseGuard:
-    """Without the sandbox, the kernel could rewrite the grader and the check sources on disk and
-    change every later grade. The guard keeps the bytes of every file under the given folders
-    (the grading package and the solutions), and after each submission puts back whatever
-    changed and says what it was. Other files (the rest of the package, the virtualenv) are not
+    """Without the sandbox, the kernel could rewrite the grader or the check sources on disk
+    and change every later grade, or plant code that every later Python runs. The guard keeps
+    the bytes of every file under ``folders`` (the grading package, the solutions) and of the
+    start-up hooks of the interpreter's site folders (``*.pth``, ``sitecustomize.py``,
+    ``usercustomize.py``); after each submission it puts back whatever changed, deletes what
+    was added, and says what it was. Files under ``watched`` (the rest of the course's package)
+    are compared too, and a change is reported, but not undone (someone may be editing the
+    course). Compiled files (``__pycache__``) under both that are new or changed are deleted
+    (Python would load a planted one instead of the source). The rest of the virtualenv is not
     watched: grading without the sandbox is not isolated, and the grader says so."""
 
-    def __init__(self, folders: Sequence[Path]) -> None:
+    def __init__(self, folders: Sequence[Path], watched: Sequence[Path] = ()) -> None:
         self.folders = [f for f in folders if f.is_dir()]
-        self.files = self._read()
+        self.watched = [f for f in watched if f.is_dir()]
+        self.sites = _site_folders()
+        self.files = self._read(self.folders)
+        self.seen = self._read(self.watched, sites=False)
+        self.caches = self._caches()
         self.lock = threading.Lock()
 
-    def _read(self) -> dict[Path, bytes]:
+    def _read(self, folders: Sequence[Path], sites: bool = True) -> dict[Path, bytes]:
         files = {}
-        for folder in self.folders:
-            for path in folder.rglob("*"):
-                if path.is_file() and "__pycache__" not in path.parts \
-                        and ".ipynb_checkpoints" not in path.parts:
-                    try:
-                        files[path] = path.read_bytes()
-                    except OSError:
-                        continue
+        paths = [p for folder in folders for p in folder.rglob("*")
+                 if "__pycache__" not in p.parts and ".ipynb_checkpoints" not in p.parts]
+        paths += [p for site in self.sites for p in _startup_hooks(site)] if sites else []
+        for path in paths:
+            if path.is_file():
+                try:
+                    files[path] = path.read_bytes()
+                except OSError:
+                    continue
         return files
+
+    def _caches(self) -> dict[Path, tuple[int, int]]:
+        found = {}
+        for folder in self.folders + self.watched:
+            for path in folder.rglob("__pycache__/*"):
+                with contextlib.suppress(OSError):
+                    st = path.stat()
+                    found[path] = (st.st_mtime_ns, st.st_size)
+        return found
 
     def restore(self) -> list[str]:
         """Put changed, deleted and new files back as they were; the paths that had changed."""
         with self.lock:
-            now = self._read()
+            now = self._read(self.folders)
             changed = sorted({p for p in self.files if now.get(p) != self.files[p]}
                              | (set(now) - set(self.files)))
+            seen = {p: data for p, data in self._read(self.watched, sites=False).items()
+                    if p not in now}
+            edited = sorted({p for p in self.seen if p not in now and seen.get(p) !=
+                             self.seen[p]} | (set(seen) - set(self.seen)))
+            self.seen = {**{p: d for p, d in self.seen.items() if p in now}, **seen}  # once
             for path in changed:
                 try:
                     if path in self.files:
@@ -97,19 +127,38 @@ class CourseGuard:
                         path.unlink()
                 except OSError:
                     continue
-            return [str(p) for p in changed]
+            for path, stamp in self._caches().items():
+                if self.caches.get(path) != stamp:
+                    with contextlib.suppress(OSError):
+                        path.unlink()  # a compiled file we did not see made: Python recompiles
+            return [str(p) for p in changed] + [f"{p} (not put back)" for p in edited]
+
+
+def _site_folders() -> list[Path]:
+    """The folders whose ``*.pth`` and ``sitecustomize`` every Python of this venv runs."""
+    import site
+
+    folders = [*site.getsitepackages(), site.getusersitepackages()]
+    return [Path(f) for f in dict.fromkeys(folders) if Path(f).is_dir()]
+
+
+def _startup_hooks(site_folder: Path) -> list[Path]:
+    found = list(site_folder.glob("*.pth"))
+    return found + [site_folder / n for n in ("sitecustomize.py", "usercustomize.py")
+                    if (site_folder / n).exists()]
 
 
 def grade_notebook(path: str | Path, solutions: str | Path, *, timeout: float = 60.0,
                    learner: str | None = None, sandbox: bool = False,
                    limits: Limits | None = None, hidden: Sequence[Path] = (),
-                   canonical: Path | None = None, guard: CourseGuard | None = None
-                   ) -> NotebookReport:
+                   canonical: Path | None = None, guard: CourseGuard | None = None,
+                   links: bool = True) -> NotebookReport:
     """Grade one notebook file against the matching notebook in ``solutions``.
 
     Never raises for anything a learner can do to the file: an unreadable file, a broken cell or
     a dead kernel becomes an ``error`` in the report. ``canonical`` forces the solutions notebook
-    (otherwise found by file name, then by exercise ids).
+    (otherwise found by file name, then by exercise ids). ``links=False``: refuse a symbolic
+    link (a file found in a class folder).
     """
     path, solutions = Path(path), Path(solutions)
     learner = learner if learner is not None else _learner_name(path, solutions)
@@ -117,7 +166,7 @@ def grade_notebook(path: str | Path, solutions: str | Path, *, timeout: float = 
     possible: dict[str, float] = {}
     try:
         try:
-            nb, problem = _read_notebook(path), ""
+            nb, problem = _read_notebook(path, links), ""
         except ValueError as e:
             nb, problem = None, str(e)
         canonical_path = canonical or _find_canonical(path, nb, solutions)
@@ -137,7 +186,8 @@ def grade_notebook(path: str | Path, solutions: str | Path, *, timeout: float = 
         labels = restored.labels()
         results, report.notes = run_notebook(
             restored.notebook, timeout, canonical_path.name, sandbox=sandbox, limits=limits,
-            hidden=[solutions, *hidden], labels=labels)
+            hidden=[solutions, *hidden], labels=labels,
+            budget=time_budget(len(code_cells(reference)) + EXTRA_CELLS, timeout))
         if code and all(r.outcome == "not run" for r in results):
             raise _Ungradable(results[0].message)  # e.g. the kernel did not start
     except _Ungradable as e:
@@ -257,9 +307,19 @@ def _cause(code: list[NotebookNode], results: list[CellResult], ex: str, before:
     return None
 
 
-def _read_notebook(path: Path) -> NotebookNode:
-    """Read a learner's file; ValueError saying what is wrong if it is not a notebook."""
+def _read_notebook(path: Path, links: bool = True) -> NotebookNode:
+    """Read a learner's file; ValueError saying what is wrong if it is not a notebook.
+
+    ``links=False`` (a file found in a class folder) refuses a symbolic link: in a folder of
+    submissions it could point at another learner's notebook, or at a file of the grader's.
+    """
     try:
+        if not links and path.is_symlink():
+            raise ValueError("the submission is a symbolic link, not a file; it was not read")
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise ValueError(f"the file is too big to grade ({size / 2**20:.0f} MB; at most "
+                             f"{MAX_FILE_BYTES / 2**20:.0f} MB)")
         data = path.read_bytes()
     except OSError as e:
         raise ValueError(f"cannot read the file: {e.strerror or e}") from None
@@ -280,6 +340,10 @@ def _read_notebook(path: Path) -> NotebookNode:
     cells = nb.get("cells")
     if not isinstance(cells, list) or not all(isinstance(c, dict) for c in cells):
         raise ValueError("not a notebook: it has no list of cells")
+    code = sum(len(str(c.get("source", ""))) for c in cells if c.get("cell_type") == "code")
+    if code > MAX_SOURCE_CHARS:
+        raise ValueError(f"the notebook holds too much code to grade ({code / 2**20:.1f} MB of "
+                         f"source; at most {MAX_SOURCE_CHARS / 2**20:.0f} MB)")
     return nb
 
 
@@ -313,26 +377,28 @@ def _learner_name(path: Path, solutions: Path, folder: Path | None = None) -> st
     return path.stem
 
 
-def collect(paths: Sequence[str | Path], solutions: Path) -> list[tuple[Path, str]]:
-    """(notebook, learner) for each file given, and each ``*.ipynb`` under each folder given."""
+def collect(paths: Sequence[str | Path], solutions: Path) -> list[tuple[Path, str, bool]]:
+    """(notebook, learner, given) for each file given (``given``: named on the command line,
+    so a symbolic link is followed), and each ``*.ipynb`` under each folder given (links there
+    are refused when graded; folders that are links are not entered)."""
     found = []
     for given in map(Path, paths):
         if given.is_dir():
             for nb in sorted(given.rglob("*.ipynb")):
                 if ".ipynb_checkpoints" not in nb.parts:
-                    found.append((nb, _learner_name(nb, solutions, given)))
+                    found.append((nb, _learner_name(nb, solutions, given), False))
         else:
-            found.append((given, _learner_name(given, solutions)))
+            found.append((given, _learner_name(given, solutions), True))
     return found
 
 
-def _shared_canonical(todo: list[tuple[Path, str]], solutions: Path) -> Path | None:
+def _shared_canonical(todo: list[tuple[Path, str, bool]], solutions: Path) -> Path | None:
     """When every readable submission in a batch is graded against one notebook, that one: an
     empty or broken file in the same batch is then graded against it too (a row per exercise)."""
     found = set()
-    for path, _ in todo:
+    for path, _, given in todo:
         try:
-            nb = _read_notebook(path)
+            nb = _read_notebook(path, given)
         except ValueError:
             nb = None
         canonical = _find_canonical(path, nb, solutions)
@@ -433,21 +499,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         _harden()
     hidden = [Path(p).resolve() for p in args.paths]
     hidden += [p.resolve() for p in (args.csv, args.feedback) if p is not None]
-    guard = None if sandbox else CourseGuard([GRADER, solutions])
+    guard = None if sandbox else CourseGuard([GRADER, solutions], watched=[GRADER.parent])
     limits = Limits(memory_bytes=int(args.memory * GiB))
 
-    def grade(item: tuple[Path, str]) -> NotebookReport:
+    def grade(item: tuple[Path, str, bool]) -> NotebookReport:
+        path, learner, given = item
         sys.stdout.flush()
-        print(f"grading {escape(str(item[0]))} ...", file=sys.stderr, flush=True)
+        print(f"grading {escape(str(path))} ...", file=sys.stderr, flush=True)
         forced = canonical
         if forced is None and canonical_for_broken is not None:
             try:
-                _read_notebook(item[0])
+                _read_notebook(path, given)
             except ValueError:
                 forced = canonical_for_broken
-        return grade_notebook(item[0], solutions, timeout=args.timeout, learner=item[1],
+        return grade_notebook(path, solutions, timeout=args.timeout, learner=learner,
                               sandbox=sandbox, limits=limits, hidden=hidden, canonical=forced,
-                              guard=guard)
+                              guard=guard, links=given)
 
     before = descendants()
     try:

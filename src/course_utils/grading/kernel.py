@@ -28,6 +28,7 @@ import os
 import queue
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -49,6 +50,9 @@ INTERRUPT_GRACE_S = 5.0
 #: Largest single message taken from the kernel's output channel (larger ones are dropped).
 MAX_MESSAGE_BYTES = 8 * 2**20
 GiB = 2**30
+#: Longest error message kept from a reply (a check's message is a few lines; a submission's
+#: exception could carry megabytes into every report). The traceback is capped at four times it.
+MAX_ERROR_CHARS = 64 * 1024
 #: The environment variable that marks a kernel's processes, to find any that escaped.
 RUN_MARK = "COURSE_GRADE_RUN"
 
@@ -61,6 +65,7 @@ class Limits:
     cpu_seconds: int | None = None  # CPU time per process (RLIMIT_CPU); None: no limit
     processes: int | None = 2048  # more tasks (processes + threads) than the user has now
     file_bytes: int | None = GiB  # largest file the kernel may write (RLIMIT_FSIZE)
+    disk_bytes: int | None = 4 * GiB  # all files in the kernel's folders (its /tmp when sandboxed)
     open_files: int | None = 4096
     output_bytes: int = 2**20  # output kept per cell; the rest is dropped with a note
 
@@ -139,6 +144,7 @@ class Kernel:
         self._session: Session | None = None
         self.started_s = 0.0
         self.token = secrets.token_hex(12)  # marks every process of this kernel (environment)
+        self._next_state_check = 0.0
 
     # -- start -----------------------------------------------------------------------------
 
@@ -156,8 +162,8 @@ class Kernel:
         self.folder = Path(tempfile.mkdtemp(prefix="cg-", dir="/tmp" if os.path.isdir("/tmp")
                                             else None))
         ipc, work = self.folder / "ipc", self.folder / "work"
-        ipc.mkdir()
-        work.mkdir()
+        for folder in (ipc, work):
+            folder.mkdir()
         key = secrets.token_hex(32)
         ports = {f"{name}_port": i for i, name in
                  enumerate(("shell", "iopub", "stdin", "control", "hb"), start=1)}
@@ -169,14 +175,16 @@ class Kernel:
         command = [sys.executable, "-m", "ipykernel_launcher", "-f", str(connection_file),
                    "--HistoryManager.enabled=False", "--IPKernelApp.quiet=True"]
         if self.sandbox:
-            command = bwrap.wrap(command, writable=[ipc, work], hidden=self.hidden, cwd=work)
+            command = bwrap.wrap(command, writable=[ipc, work], hidden=self.hidden, cwd=work,
+                                 scratch=self.folder)
         limits = {"cpu": self.limits.cpu_seconds, "fsize": self.limits.file_bytes,
                   "nofile": self.limits.open_files, "core": 0}
         if self.limits.processes:
             limits["nproc"] = _user_tasks() + self.limits.processes
         config = {"command": command, "cwd": str(work), "env": env, "limits": limits,
-                  "log": str(self.folder / "kernel.log"),
-                  "memory_bytes": self.limits.memory_bytes}
+                  "log": str(self.folder / "kernel.log"), "folder": str(self.folder),
+                  "memory_bytes": self.limits.memory_bytes,
+                  "disk_bytes": self.limits.disk_bytes, "processes": self.limits.processes}
         self.supervisor = subprocess.Popen(
             [sys.executable, "-m", "course_utils.grading.supervise"], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1,
@@ -254,7 +262,15 @@ class Kernel:
         self._sockets["iopub"] = sock
 
     def _poll_supervisor(self) -> None:
-        """Read what the supervisor said; set ``self.lost`` when the kernel is gone."""
+        """Read what the supervisor said; set ``self.lost`` when the kernel is gone. A stopped
+        supervisor (the kernel sent it SIGSTOP, where it can see it: without the sandbox) no
+        longer watches memory: the kernel is stopped for good."""
+        if self.supervisor is not None and not self.lost \
+                and time.monotonic() >= self._next_state_check:
+            self._next_state_check = time.monotonic() + 0.5
+            if _stopped(self.supervisor.pid):
+                self.kill("the kernel stopped its supervisor (SIGSTOP); it was stopped")
+                return
         while True:
             try:
                 line = self._lines.get_nowait()
@@ -268,6 +284,10 @@ class Kernel:
             elif word == "memory":
                 limit = (self.limits.memory_bytes or 0) / GiB
                 self.lost = f"the kernel used more than {limit:g} GiB of memory and was stopped"
+            elif word == "disk":
+                limit = (self.limits.disk_bytes or 0) / GiB
+                self.lost = (f"the kernel wrote more than {limit:g} GiB of files (or 100,000 "
+                             "files) and was stopped")
             elif word == "failed":
                 self.lost = f"the kernel could not be started: {rest}"
             elif word == "cleaned":
@@ -420,9 +440,15 @@ class Kernel:
             reply.status = "ok"
         else:
             reply.status = "error"
-            reply.ename = str(result.get("ename", "")) or "Error"
-            reply.evalue = str(result.get("evalue", ""))
-            reply.traceback = [str(t) for t in result.get("traceback", []) or []][:200]
+            reply.ename = _cut(str(result.get("ename", "")), 200) or "Error"
+            reply.evalue = _cut(str(result.get("evalue", "")), MAX_ERROR_CHARS)
+            room, reply.traceback = 4 * MAX_ERROR_CHARS, []
+            for entry in (result.get("traceback", []) or [])[:200]:
+                entry = _cut(str(entry), room)
+                reply.traceback.append(entry)
+                room -= len(entry)
+                if room <= 0:
+                    break
         if interrupted_at is not None:
             reply.status = "timeout"
         return reply
@@ -446,6 +472,8 @@ class Kernel:
         try:
             if sup.stdin and not sup.stdin.closed:
                 sup.stdin.close()  # EOF: the supervisor kills the tree, then exits
+            if sup.poll() is None:
+                os.kill(sup.pid, signal.SIGCONT)  # in case the kernel stopped it
         except OSError:
             pass
         try:
@@ -471,6 +499,15 @@ class Kernel:
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)
             self.folder = None
+
+
+def _stopped(pid: int) -> bool:
+    """Whether process ``pid`` is stopped (state T in /proc/<pid>/stat; False elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] in (b"T", b"t")
+    except (OSError, IndexError):
+        return False
 
 
 def kill_marked(token: str, rounds: int = 5) -> int:
@@ -528,6 +565,13 @@ def kill_descendants(keep: set[int] = frozenset()) -> int:
                 pass
         psutil.wait_procs(procs, timeout=1)
     return killed
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text``, or its first ``limit`` characters and a note of how much was left out."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n... ({len(text) - limit} more characters not shown)"
 
 
 def _text_of(kind: str, content: dict[str, Any]) -> str:

@@ -113,18 +113,25 @@ class NotebookRun:
                              startup_timeout=self.startup_timeout)
         self.kernel.start()
         self.sent, self._count, self._baseline, self._expected = [], {}, None, None
+        self._last_canary = None
         if self.probe:
-            self._baseline, problem = self._fingerprint(deep=True)
-            if self._baseline is None:
+            data, problem = self._fingerprint("baseline")
+            if data is None:
                 raise KernelError(f"the grader's probe did not run in a fresh kernel: {problem}")
+            self._baseline = tamper.Baseline.of(data)
 
-    def restart(self, replay: list[tuple[int, str]]) -> None:
-        """A fresh kernel that has run ``replay`` ((index, source) pairs; results ignored)."""
+    def restart(self, replay: list[tuple[int, str]], deadline: float | None = None) -> None:
+        """A fresh kernel that has run ``replay`` ((index, source) pairs; results ignored),
+        as far as it gets by ``deadline`` (``time.monotonic()``; the notebook's budget)."""
         self.close()
         self.restarts += 1
         self.start()
         for index, source in replay:
-            reply = self._execute(index, source)
+            left = self.timeout if deadline is None else min(self.timeout,
+                                                             deadline - time.monotonic())
+            if left <= 1.0:
+                return
+            reply = self._execute(index, source, timeout=left)
             if reply.kernel_lost:  # it happened again: give up on replaying
                 self.close()
                 self.start()
@@ -173,11 +180,13 @@ class NotebookRun:
             self.check_cells.add(index)
         probing = check and self.probe and self._baseline is not None
         before = self._tampering() if probing and not self._checked else []
+        canary = self._last_canary  # the canary that ran just before the check
         expressions = {"probe": tamper.probe_expression(self._nonce)} if probing else None
         reply = self._execute(index, source, user_expressions=expressions)
         after = []
         if probing and reply.status == "ok":
-            after = self._tampering(tamper.parse(self._nonce, "ok", reply.user_expressions))
+            after = self._tampering(tamper.parse(self._nonce, "ok", reply.user_expressions),
+                                    canary=canary)
             self._checked = True
         result = self._judge(index, source, reply,
                              raises="raises-exception" in cell_tags or RAISES_MARK in source)
@@ -266,35 +275,49 @@ class NotebookRun:
 
     # -- tampering --------------------------------------------------------------------------
 
-    def _fingerprint(self, deep: bool = False) -> tuple[dict | None, str]:
+    def _fingerprint(self, mode: str = "check", want: list[str] = ()
+                     ) -> tuple[dict | None, str]:
         assert self.kernel is not None
-        reply = self.kernel.execute("", 30.0, silent=True, store_history=False,
-                                    user_expressions={"probe": tamper.probe_expression(
-                                        self._nonce, deep)})
+        reply = self.kernel.execute("", 90.0 if mode == "baseline" else 30.0, silent=True,
+                                    store_history=False, user_expressions={
+                                        "probe": tamper.probe_expression(self._nonce, mode, want)})
         return tamper.parse(self._nonce, reply.status, reply.user_expressions)
+
+    def _details(self, groups: list[str]) -> dict | None:
+        data, _ = self._fingerprint("detail", groups)
+        return None if data is None else data.get("details", {})
 
     def _canary(self) -> str:
         assert self.kernel is not None
         nonce = secrets.token_hex(8)
         reply = self.kernel.execute(tamper.canary_source(nonce), 30.0, silent=True,
                                     store_history=False)
-        return tamper.check_canary(nonce, reply.status, reply.ename, reply.evalue) \
-            if not reply.kernel_lost else ""
+        if reply.kernel_lost:
+            return ""
+        problem = tamper.check_canary(nonce, reply.status, reply.ename, reply.evalue)
+        self._last_canary = None if problem else nonce
+        return problem
 
-    def _tampering(self, probed: tuple[dict | None, str] | None = None) -> list[str]:
-        """What changed since the baseline (empty: nothing), from a fingerprint (``probed``, or
-        a fresh probe) and a canary."""
+    def _tampering(self, probed: tuple[dict | None, str] | None = None, *,
+                   canary: str | None = None) -> list[str]:
+        """What changed since the baseline (empty: nothing), from a fingerprint (``probed``: the
+        one taken in a check's own request, right after it; else a fresh probe) and a canary.
+        ``canary``: the nonce of the canary that ran before that check."""
         if self.kernel is None or not self.kernel.alive() or self._baseline is None:
             return []
         now, problem = probed if probed is not None else self._fingerprint()
-        canary = self._canary()
+        changes = []
+        if now is not None:
+            changes = tamper.compare(self._baseline, now, self._details)
+            if self._expected is None or self._expected[0] != len(self.sent):
+                self._expected = (len(self.sent), tamper.expected_history(self.sent))
+            changes += [p for p in (tamper.check_history(now, self._expected[1]),
+                                    tamper.check_last(now, canary) if probed else "") if p]
+        canary_problem = self._canary()
         if now is None:
-            return [problem, canary] if canary else [problem] if self.kernel.alive() else []
-        changes = tamper.compare(self._baseline, now)
-        if self._expected is None or self._expected[0] != len(self.sent):
-            self._expected = (len(self.sent), tamper.expected_history(self.sent))
-        history = tamper.check_history(now, self._expected[1])
-        return changes + ([history] if history else []) + ([canary] if canary else [])
+            return [problem, canary_problem] if canary_problem else [problem] \
+                if self.kernel.alive() else []
+        return changes + ([canary_problem] if canary_problem else [])
 
     # -- snapshots (the audit) --------------------------------------------------------------
 
@@ -399,6 +422,13 @@ def code_cells(nb: NotebookNode) -> list[NotebookNode]:
     return [cell for cell in nb.cells if cell.get("cell_type") == "code"]
 
 
+def time_budget(n_cells: int, timeout: float) -> float:
+    """Seconds a notebook of ``n_cells`` code cells may take in all: every cell's timeout and
+    interrupt grace, and start-ups. ``course-grade`` counts the cells of the solutions
+    notebook (plus a few), not the submission's: 10,000 cells of `sleep(59)` get no more."""
+    return 120.0 + n_cells * (timeout + INTERRUPT_GRACE_S + 2.0)
+
+
 def run_notebook(nb: NotebookNode, timeout: float, name: str = "notebook.ipynb", *,
                  sandbox: bool = False, limits: Limits | None = None,
                  hidden: list[Path] | None = None, probe: bool = True,
@@ -417,7 +447,7 @@ def run_notebook(nb: NotebookNode, timeout: float, name: str = "notebook.ipynb",
     notes: list[str] = []
     bad: set[int] = set()
     if budget is None:
-        budget = 120.0 + len(code) * (timeout + INTERRUPT_GRACE_S + 2.0)
+        budget = time_budget(len(code), timeout)
     deadline = time.monotonic() + budget
     run = NotebookRun(timeout, sandbox=sandbox, limits=limits, hidden=hidden, probe=probe)
     run.labels = list(labels or [])
@@ -439,7 +469,7 @@ def run_notebook(nb: NotebookNode, timeout: float, name: str = "notebook.ipynb",
                 replay = [(j, str(code[j].get("source", ""))) for j in range(i) if j not in bad
                           and results[j].outcome != "skipped"]
                 try:
-                    run.restart(replay)
+                    run.restart(replay, deadline)
                 except KernelError as e:
                     results += [CellResult(j, "not run", f"not run: no fresh kernel: {e}")
                                 for j in range(i, len(code))]

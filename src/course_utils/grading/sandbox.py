@@ -6,9 +6,11 @@ without a daemon. Inside the sandbox:
 - the whole file system is read-only (so the course, its check sources, this grader and the
   virtualenv cannot be changed), and the home folder, the course's ``solutions/`` and the
   submissions being graded are hidden (empty);
-- ``/tmp`` is a private, empty, writable tmpfs; the only other writable folders are the kernel's
-  working folder and the folder of its Jupyter sockets (``ipc`` transport: unix sockets work
-  across the network namespace; TCP on 127.0.0.1 would not);
+- ``/tmp`` (and ``/var/tmp``, ``/dev/shm``) is a private, empty, writable folder of the
+  kernel's own; the only other writable folders are the kernel's working folder and the folder
+  of its Jupyter sockets (``ipc`` transport: unix sockets work across the network namespace;
+  TCP on 127.0.0.1 would not). All of them live in the kernel's folder on the grader's side,
+  whose size the supervisor watches (``--tmpfs`` would put them in memory no limit sees);
 - there is no network (a new network namespace with only loopback), its own process namespace
   (it sees only its own processes: not the grader, not other learners' kernels; when its first
   process ends, the kernel of Linux kills every other), its own IPC and host name, a new session
@@ -71,19 +73,30 @@ def _inside(path: Path, folder: Path) -> bool:
 
 
 def wrap(command: list[str], *, writable: Iterable[Path], hidden: Iterable[Path],
-         cwd: Path) -> list[str]:
+         cwd: Path, scratch: Path | None = None) -> list[str]:
     """``command`` run inside a bubblewrap sandbox (see the module docstring).
 
     ``writable`` folders are bound read-write at the same paths; ``hidden`` folders (or files)
-    are replaced by an empty one. The Python that runs the kernel, the virtualenv and every
-    ``sys.path`` entry stay visible even when they live in the hidden home folder.
+    are replaced by an empty, read-only one. ``scratch`` (a folder of the grader's, whose size
+    the supervisor watches) holds the sandbox's ``/tmp`` (also ``/var/tmp``) and ``/dev/shm``;
+    without it they are tmpfs, in memory the watchdog does not see. The Python that runs the
+    kernel, the virtualenv and every ``sys.path`` entry stay visible even when they live in
+    the hidden home folder.
     """
     bwrap = bwrap_path()
     if bwrap is None:
         raise RuntimeError(why_not_available())
     args = [bwrap, "--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL",
             "--hostname", "course-grade", "--ro-bind", "/", "/", "--dev", "/dev",
-            "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", "/run"]
+            "--proc", "/proc", "--tmpfs", "/run", "--remount-ro", "/run"]
+    if scratch is not None:
+        for name in ("tmp", "shm"):
+            (scratch / name).mkdir(exist_ok=True)
+        args += ["--bind", str(scratch / "tmp"), "/tmp", "--bind", str(scratch / "tmp"),
+                 "/var/tmp", "--bind", str(scratch / "shm"), "/dev/shm"]
+    else:
+        args += ["--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]
+    read_only = ["/run"]
     keep = _existing([sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path,
                       Path(__file__).resolve().parents[2]])
     keep = [k for k in keep if not any(o != k and _inside(k, o) for o in keep)]  # outermost
@@ -94,6 +107,7 @@ def wrap(command: list[str], *, writable: Iterable[Path], hidden: Iterable[Path]
     for path in sorted(set(hide), key=lambda p: len(p.parts)):  # outer folders first
         if path.is_dir():
             args += ["--tmpfs", str(path)]
+            read_only.append(str(path))
         else:
             args += ["--ro-bind", "/dev/null", str(path)]
         # What the kernel needs from a hidden folder is bound back, read-only (a deeper hidden
@@ -107,5 +121,7 @@ def wrap(command: list[str], *, writable: Iterable[Path], hidden: Iterable[Path]
         args += ["--dev-bind", device, device]
     for folder in writable:
         args += ["--bind", str(folder), str(folder)]
+    for folder in read_only:  # after everything is mounted inside them
+        args += ["--remount-ro", folder]
     args += ["--chdir", str(cwd), "--"]
     return args + command

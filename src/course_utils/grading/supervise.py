@@ -13,9 +13,14 @@ environment, limits); the supervisor then
 3. starts the kernel in a new session, with resource limits (CPU seconds, open files, file size,
    no core files, a process count), stdin from ``/dev/null`` and stdout/stderr to a log file (the
    kernel never holds a pipe of the grader's), and with every other descriptor closed;
-4. watches the memory of the whole tree (resident set size, summed) and kills the tree past the
-   limit; and reports on its stdout, one line each: ``started <pid>``, ``exited <code>``,
-   ``memory <bytes>``, ``cleaned <n>``.
+4. watches the memory of the whole tree (resident set size, summed) and the disk used by the
+   kernel's folder (its working folder, its ``/tmp`` in the sandbox, its log), and kills the
+   tree past either limit; and reports on its stdout, one line each: ``started <pid>``,
+   ``exited <code>``, ``memory <bytes>``, ``disk <bytes>``, ``cleaned <n>``.
+
+The process limit (``RLIMIT_NPROC``) does not bind root. Run as root, the supervisor puts the
+kernel in a cgroup of its own with a ``pids.max`` where the pids controller is writable (cgroup
+v1 or v2), so that a fork bomb meets the limit before it meets the machine's.
 
 It stops when its stdin closes (the grader is done, or died: ``PR_SET_PDEATHSIG`` also sends it
 SIGTERM), or when the kernel exits; either way it first kills every process in its tree (stop
@@ -55,12 +60,53 @@ def _prctl(option: int, value: int) -> bool:
         return False
 
 
-def _limits(config: dict) -> Callable[[], None]:
+def pids_cgroup(name: str, limit: int) -> str | None:
+    """A new cgroup with ``pids.max = limit``, for root (whom RLIMIT_NPROC does not bind);
+    its ``cgroup.procs`` path, or None where there is no writable pids controller."""
+    if os.geteuid() != 0 or not limit:
+        return None
+    try:
+        with open("/proc/self/cgroup") as f:
+            lines = [line.rstrip("\n").split(":", 2) for line in f]
+        with open("/proc/self/mountinfo") as f:
+            mounts = [line.split() for line in f]
+    except OSError:
+        return None
+    for hierarchy, controllers, path in lines:
+        for m in mounts:
+            sep = m.index("-") if "-" in m else -1
+            fstype, options = m[sep + 1], m[-1].split(",")
+            v1 = fstype == "cgroup" and "pids" in controllers.split(",") and "pids" in options
+            v2 = fstype == "cgroup2" and hierarchy == "0" and not controllers
+            if not (v1 or v2):
+                continue
+            root = m[3].rstrip("/")  # the mount's root within the hierarchy (containers)
+            relative = path[len(root):] if root and path.startswith(root) else path
+            base = os.path.join(m[4], relative.lstrip("/"))
+            folder = os.path.join(base, name)
+            try:
+                if v2:
+                    with open(os.path.join(base, "cgroup.subtree_control"), "w") as f:
+                        f.write("+pids")
+                os.mkdir(folder)
+                with open(os.path.join(folder, "pids.max"), "w") as f:
+                    f.write(str(limit))
+                return os.path.join(folder, "cgroup.procs")
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.rmdir(folder)
+    return None
+
+
+def _limits(config: dict, cgroup: str | None) -> Callable[[], None]:
     """The function the child runs before exec: its own session and the resource limits."""
     limits = config.get("limits", {})
 
     def apply() -> None:
         os.setsid()
+        if cgroup is not None:
+            with contextlib.suppress(OSError), open(cgroup, "w") as f:
+                f.write(str(os.getpid()))
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the kernel dies if the supervisor is killed
         for name, value in limits.items():
             kind = getattr(resource, f"RLIMIT_{name.upper()}", None)
@@ -90,6 +136,30 @@ def tree_rss() -> int:
     for p in tree():
         with contextlib.suppress(psutil.Error):
             total += p.memory_info().rss
+    return total
+
+
+def disk_used(folder: str, max_entries: int = 100_000) -> int:
+    """Bytes in the files under ``folder`` (a folder of more than ``max_entries`` entries
+    counts as over any limit)."""
+    total, seen, stack = 0, 0, [folder]
+    while stack:
+        try:
+            entries = os.scandir(stack.pop())
+        except OSError:
+            continue
+        with entries:
+            for entry in entries:
+                seen += 1
+                if seen > max_entries:
+                    return 2**62
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+                    else:
+                        total += entry.stat(follow_symlinks=False).st_blocks * 512
+                except OSError:
+                    continue
     return total
 
 
@@ -147,16 +217,17 @@ def main() -> int:
         return 0
     config = json.loads(sys.stdin.readline())
     log = open(config["log"], "ab", buffering=0)  # noqa: SIM115 (kept open for the child)
+    cgroup = pids_cgroup(f"course-grade-{os.getpid()}", config.get("processes") or 0)
     try:
         child = subprocess.Popen(
             config["command"], cwd=config["cwd"], env=config["env"], stdin=subprocess.DEVNULL,
-            stdout=log, stderr=log, close_fds=True, preexec_fn=_limits(config))
+            stdout=log, stderr=log, close_fds=True, preexec_fn=_limits(config, cgroup))
     except OSError as e:
         say(f"failed {type(e).__name__}: {e}")
         return 1
-    say(f"started {child.pid} subreaper={int(subreaper)}")
-    memory = config.get("memory_bytes")
-    next_memory_check = 0.0
+    say(f"started {child.pid} subreaper={int(subreaper)} cgroup={int(cgroup is not None)}")
+    memory, disk = config.get("memory_bytes"), config.get("disk_bytes")
+    next_memory_check = next_disk_check = 0.0
     code = None
     while not stop["now"]:
         ready, _, _ = select.select([sys.stdin], [], [], POLL_S)
@@ -173,7 +244,20 @@ def main() -> int:
                 kill_tree()
                 say(f"memory {used}")
                 break
+        if disk and time.monotonic() >= next_disk_check:
+            next_disk_check = time.monotonic() + 1.0
+            used = disk_used(config["folder"])
+            if used > disk:
+                kill_tree()
+                say(f"disk {used}")
+                break
     n = kill_tree()
+    for _ in range(50) if cgroup is not None else ():
+        try:
+            os.rmdir(os.path.dirname(cgroup))
+            break
+        except OSError:  # the last processes are still exiting
+            time.sleep(0.05)
     say(f"cleaned {n}")
     return 0
 

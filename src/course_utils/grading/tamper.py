@@ -1,152 +1,73 @@
 """Tamper detection: is the kernel still the one the checks were written for?
 
-A check cell trusts a few things it does not control: that ``assert`` raises, that a raised
-exception reaches the grader, that ``np.allclose`` is numpy's, that ``In`` holds what the learner
-ran (``check_predictions`` reads it). A submission can change each of them from inside the kernel
-(``get_ipython().ast_transformers``, ``set_custom_exc``, ``builtins``, ...). So, around every
-check cell, the grader runs two silent requests (``silent=True, store_history=False``: they leave
-no trace in ``In``, ``Out`` or ``_``). The *probe* computes a fingerprint of what the checks rely
-on, as a user expression (evaluated directly, past the input and AST transformers):
+A check cell trusts what it does not control: that ``assert`` raises, that a raised exception
+reaches the grader as an error, that ``np.allclose`` is numpy's, that ``In`` holds what the
+learner ran. Code in a submission can change each of them from inside the kernel: wrap
+``do_execute`` or the session's ``send`` so an error is reported as ``ok``, patch
+``ExecutionResult.success``, register a hook that clears the error, swap ``__builtins__`` so the
+checks import fake modules, set a trace function that jumps over ``assert`` lines...
 
-- IPython: the instance overrides and class methods that run a cell and show its errors
-  (``run_cell``, ``run_code``, ``showtraceback``, ...), the custom exception handler, the input
-  and AST transformers, the event callbacks defined outside installed packages;
-- ``builtins`` (every name), ``sys.excepthook``;
-- numpy's comparison helpers, ``math.isclose``, the module ``np`` names in the learner's namespace,
-  and (once loaded) torch's and the course's check helpers;
-- the input history: IPython's ``input_hist_raw`` against what the grader sent, and ``In``
-  against it.
+So, around every check cell, the grader runs silent requests (``silent=True,
+store_history=False``: nothing in ``In``, ``Out`` or ``_``). The *probe*
+(``probe_source.py``) runs as a user expression, with the interpreter's own builtins (found from
+a class made at start-up, not from the learner's namespace), and returns a fingerprint:
 
-The grader compares each fingerprint with the one taken right after the kernel started, before
-any learner code ran (``compare``), and with the history it sent. The *canary*,
-``assert False, <nonce>``, must fail with exactly that ``AssertionError``: if it "passes",
-assertions or errors no longer reach the grader (asserts removed, cells blanked, errors
-swallowed), whatever did it. The nonce is fresh for every run and unknown to the kernel until
-the request arrives, so a learner's code cannot tell the canary from a check in advance.
+- **groups**: every module of the machinery (IPython, ipykernel, jupyter_client, zmq, traitlets,
+  tornado, asyncio, importlib, traceback, ast, numpy, math, the course's package, builtins, ...)
+  and every class defined in it, entry by entry: functions, classes and descriptors by identity
+  (a patch changes it), data by type; the same for the shell, the kernel and the machinery
+  objects they hold (session, streams, compiler, display hooks, formatters). Sent as one hash per
+  group; when a hash differs, the grader asks for that group's entries and names what changed;
+- **hooks**: ``sys.excepthook``/``displayhook``/``breakpointhook``, trace and profile functions
+  (also threading's), the import system's ``meta_path`` and ``path_hooks``, the thread switch
+  interval, and whether ``__builtins__`` and ``sys`` are the interpreter's own;
+- **IPython**: input and AST transformers, the custom exception handler, event callbacks (a
+  callback added later must be a genuine package function, not one made in a cell whatever file
+  name its code claims), torch's comparison helpers once loaded (genuine, and never changed);
+  names in the namespace that shadow ``np``/``torch``/... or a builtin a check calls;
+- **the call stack** that reached the probe (code objects from ``dispatch_shell`` down): a wrapper
+  around ``do_execute`` or ``user_expressions`` that hides itself from the fingerprint still
+  shows here;
+- **the last cell**: ``sys.last_value`` and the errors of ``last_execution_result``, as IPython
+  recorded them. The probe taken right after a check (a user expression of the check's own
+  request) must find no error in the check's result and ``sys.last_value`` still the canary's
+  exception from just before the check: a check that raised but came back ``ok`` is caught even
+  when nothing in the fingerprint changed;
+- **the input history**: IPython's ``input_hist_raw`` against what the grader sent.
 
-This raises the bar; it is not a proof. Code in the kernel can still lie in ways no in-process
-probe sees (it runs with the same rights as the probe). Run untrusted submissions with
-``--sandbox`` so that at least nothing outside the kernel can be touched.
+The *canary*, ``assert False, <nonce>``, must fail with exactly that ``AssertionError``: if it
+"passes", assertions or errors no longer reach the grader, whatever did it. The nonce is fresh
+for every run and unknown to the kernel until the request arrives.
+
+The probe's answer comes back as the message of an exception (IPython's ``_user_obj_error``),
+not through the display formatter, where a registered printer could rewrite it.
+
+This raises the bar; it is not a proof: code in the kernel runs with the same rights as the
+probe (``ctypes`` can change anything). Run untrusted submissions with ``--sandbox`` so that at
+least nothing outside the kernel can be touched.
 """
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-#: The probe's source, run with ``exec`` in a fresh namespace from a user expression (so it
-#: defines nothing in the user namespace); it leaves its JSON fingerprint in ``out``.
-PROBE = r'''
-def __course_grade_probe(nonce, deep):
-    import builtins, hashlib, json, math, sys
-    ip = sys.modules["IPython"].get_ipython()
-    prefixes = tuple(p for p in {sys.prefix, sys.base_prefix, sys.exec_prefix} if p)
-    out = {}
-
-    def ident(obj):
-        func = getattr(obj, "__func__", None)
-        if func is not None:  # a bound method: who it is bound to, and which function
-            return "m%x.%x" % (id(getattr(obj, "__self__", None)), id(func))
-        return "o%x" % id(obj)
-
-    def origin(obj):
-        code = getattr(getattr(obj, "__func__", obj), "__code__", None)
-        if code is None:
-            return "builtin"
-        name = code.co_filename
-        return "package" if name.startswith(prefixes) else "cell:" + name
-
-    cls_names = ("run_cell", "run_cell_async", "run_ast_nodes", "run_code", "transform_cell",
-                 "transform_ast", "showtraceback", "_showtraceback", "showsyntaxerror",
-                 "set_custom_exc", "should_run_async", "_run_cell", "ex", "ev", "safe_execfile")
-    for name in cls_names:
-        if name in vars(ip):  # set on the shell itself, hiding the class's method
-            out["ipython." + name] = "instance override " + ident(vars(ip)[name])
-            continue
-        for klass in type(ip).__mro__:
-            if name in vars(klass):
-                out["ipython." + name] = ident(vars(klass)[name])
-                break
-    out["ipython.CustomTB"] = ident(ip.CustomTB)
-    out["ipython.custom_exceptions"] = repr(ip.custom_exceptions)
-    itm = ip.input_transformer_manager
-    lists = {"input_transformers_cleanup": ip.input_transformers_cleanup,
-             "input_transformers_post": ip.input_transformers_post,
-             "input_transformer_manager.cleanup_transforms": itm.cleanup_transforms,
-             "input_transformer_manager.line_transforms": itm.line_transforms,
-             "input_transformer_manager.token_transformers": itm.token_transformers,
-             "ast_transformers": ip.ast_transformers}
-    for name, items in lists.items():
-        out["ipython." + name] = [ident(x) for x in items]
-    for event, callbacks in ip.events.callbacks.items():
-        mine = [origin(c) for c in callbacks if origin(c) != "package"]
-        out["ipython.events." + event] = mine
-    kernel = getattr(ip, "kernel", None)
-    if kernel is not None:
-        handlers = getattr(kernel, "shell_handlers", {})
-        out["kernel.execute_request"] = origin(handlers.get("execute_request"))
-        out["kernel.do_execute"] = origin(getattr(kernel, "do_execute", None))
-    for name, value in vars(builtins).items():
-        if name not in ("_", "__", "___"):
-            out["builtins." + name] = ident(value)
-    out["sys.excepthook"] = ident(sys.excepthook)
-    out["math.isclose"] = ident(math.isclose)
-    if deep:
-        import numpy
-        import course_utils.grading.checks
-    np = sys.modules.get("numpy")
-    if np is not None:
-        out["sys.modules['numpy']"] = ident(np)
-        for name in ("allclose", "isclose", "array_equal", "array_equiv", "all", "any", "abs",
-                     "max", "min", "sum", "mean", "asarray", "array"):
-            out["numpy." + name] = ident(getattr(np, name, None))
-        for name in ("assert_allclose", "assert_array_equal", "assert_array_almost_equal",
-                     "assert_equal", "assert_almost_equal"):
-            out["numpy.testing." + name] = ident(getattr(np.testing, name, None))
-        out["numpy.linalg.norm"] = ident(np.linalg.norm)
-    checks = sys.modules.get("course_utils.grading.checks")
-    if checks is not None:
-        out["sys.modules['course_utils.grading.checks']"] = ident(checks)
-        for name in ("forbid", "check_predictions", "digest", "literal_assignments",
-                     "_history", "_find_source", "_same", "_canonical", "_resolve"):
-            out["course_utils.grading.checks." + name] = ident(getattr(checks, name, None))
-    torch = sys.modules.get("torch")
-    if torch is not None and hasattr(torch, "allclose"):
-        for name in ("allclose", "equal", "isclose"):
-            obj = getattr(torch, name, None)
-            out["late:torch." + name] = ident(obj) + " " + origin(obj)
-        testing = getattr(torch, "testing", None)
-        obj = getattr(testing, "assert_close", None)
-        out["late:torch.testing.assert_close"] = ident(obj) + " " + origin(obj)
-    user = ip.user_ns
-    aliases = {"np": "numpy", "torch": "torch", "tf": "tensorflow",
-               "mg": "course_utils.minigraph", "jnp": "jax.numpy", "jax": "jax"}
-    for name, module in aliases.items():
-        if name in user and module in sys.modules and user[name] is not sys.modules[module]:
-            out["namespace." + name] = "not the module " + module
-    for name in ("AssertionError", "Exception", "ValueError", "TypeError", "isinstance",
-                 "len", "abs", "all", "any", "float", "int", "bool", "repr", "str"):
-        if name in user and user[name] is not getattr(builtins, name):
-            out["namespace." + name] = "shadows the builtin " + name
-    hm = ip.history_manager
-    raw, parsed = hm.input_hist_raw, hm.input_hist_parsed
-    history = {"raw": hashlib.sha256(json.dumps(raw).encode()).hexdigest(),
-               "parsed": hashlib.sha256(json.dumps(parsed).encode()).hexdigest(),
-               "In_is_parsed": user.get("In") is parsed and user.get("_ih") is parsed}
-    return json.dumps({"nonce": nonce, "fingerprint": out, "history": history})
+_SOURCE = (Path(__file__).with_name("probe_source.py").read_text(encoding="utf-8")
+           + "\nraise Exception(probe(nonce, mode, want, __builtins__))\n")
+#: The interpreter's builtins without a name lookup: a function of the import system made at
+#: start-up keeps the builtins it was made with (a learner's `__builtins__` cannot change it).
+_ANCHOR = ("[c for c in ().__class__.__base__.__subclasses__() "
+           "if c.__name__ == 'BuiltinImporter'][0].find_spec.__func__.__builtins__")
 
 
-out = __course_grade_probe(nonce, deep)
-'''
-
-
-def probe_expression(nonce: str, deep: bool = False) -> str:
-    """The user expression that runs the probe (``deep``: also import numpy and the check
-    helpers, done once, for the baseline)."""
-    return (f"(lambda d: (__import__('builtins').exec({PROBE!r}, d), d['out'])[1])"
-            f"({{'nonce': {nonce!r}, 'deep': {deep!r}}})")
+def probe_expression(nonce: str, mode: str = "check", want: Iterable[str] = ()) -> str:
+    """The user expression that runs the probe (see the module docstring)."""
+    return (f"(lambda B: B['exec']({_SOURCE!r}, {{'__builtins__': B, 'nonce': {nonce!r}, "
+            f"'mode': {mode!r}, 'want': {sorted(want)!r}}}))({_ANCHOR})")
 
 
 def parse(nonce: str, reply_status: str, expressions: dict[str, Any]
@@ -155,14 +76,16 @@ def parse(nonce: str, reply_status: str, expressions: dict[str, Any]
     if reply_status != "ok":
         return None, f"the grader's probe did not run ({reply_status})"
     found = expressions.get("probe", {})
-    if found.get("status") != "ok":
-        ename = found.get("ename", "?")
-        first = str(found.get("evalue", "")).strip().splitlines()[:1]
-        return None, f"the grader's probe failed with {ename}: {first[0][:200] if first else ''}"
+    if found.get("status") != "error" or found.get("ename") != "Exception":
+        if found.get("status") == "error":
+            first = str(found.get("evalue", "")).strip().splitlines()[:1]
+            return None, (f"the grader's probe failed with {found.get('ename', '?')}: "
+                          f"{first[0][:200] if first else ''}")
+        return None, "the grader's probe came back altered"
     try:
-        data = json.loads(ast.literal_eval(found["data"]["text/plain"]))
-    except (KeyError, ValueError, SyntaxError, TypeError):
-        return None, "the grader's probe came back altered (IPython's display formatter?)"
+        data = json.loads(found.get("evalue", ""))
+    except (ValueError, TypeError):
+        return None, "the grader's probe came back altered"
     if not isinstance(data, dict) or data.get("nonce") != nonce:
         return None, "the grader's probe came back altered"
     return data, ""
@@ -185,30 +108,161 @@ def check_canary(nonce: str, status: str, ename: str, evalue: str) -> str:
     return ""
 
 
-def compare(baseline: dict[str, Any], now: dict[str, Any]) -> list[str]:
-    """What changed between two fingerprints, one readable line each (empty: nothing)."""
-    before, after = baseline["fingerprint"], now["fingerprint"]
+def check_last(now: dict[str, Any], canary: str | None) -> str:
+    """'' if the kernel recorded no error for the check that was just reported as passing.
+
+    ``canary``: the nonce of the canary that ran right before the check (its exception is
+    ``sys.last_value`` unless the check raised one), or None when none ran.
+    """
+    last = now.get("last", {})
+    if last.get("errors"):
+        return ("a check that raised an exception was reported as passing (IPython recorded "
+                f"{' and '.join(last['errors'])})")
+    if canary is not None and last.get("canary") != canary:
+        return ("a check that raised an exception was reported as passing (IPython showed "
+                f"a {last.get('type')} during the check)")
+    return ""
+
+
+@dataclass
+class Baseline:
+    """The fingerprint of a fresh kernel, before any learner code ran."""
+
+    data: dict[str, Any]
+    details: dict[str, dict[str, str]]
+    accepted: dict[str, int]  # group -> the hash known to hold no tampering
+    late: dict[str, str] = field(default_factory=dict)  # first-seen tokens of late helpers
+
+    @classmethod
+    def of(cls, data: dict[str, Any]) -> Baseline:
+        return cls(data, data.get("details", {}), dict(data.get("groups", {})))
+
+
+#: Entries whose changes are named, for a learner, in words.
+_LABELS = {
+    "o:ip ast_transformers": "IPython's AST transformers (get_ipython().ast_transformers)",
+    "o:ip showtraceback": "IPython's traceback display (showtraceback)",
+    "o:ip _showtraceback": "IPython's traceback display (_showtraceback)",
+    "o:ip CustomTB": "IPython's custom exception handler (set_custom_exc)",
+    "ipython.custom_exceptions": "IPython's custom exception handler (set_custom_exc)",
+    "ipython.ast_transformers": "IPython's AST transformers (get_ipython().ast_transformers)",
+    "ipython.input_transformers_cleanup": "IPython's input transformers "
+                                          "(input_transformers_cleanup)",
+    "ipython.input_transformers_post": "IPython's input transformers (input_transformers_post)",
+}
+
+
+def _label(group: str, key: str) -> str:
+    key = key.removeprefix("override:")
+    if f"{group} {key}" in _LABELS:
+        return _LABELS[f"{group} {key}"]
+    key = key.removeprefix("trait:")
+    if group == "m:builtins":
+        return f"the builtin `{key}`"
+    if group.startswith("m:"):
+        return f"{group[2:]}.{key}"
+    head, _, rest = group[2:].partition(".")
+    path = ".".join(["get_ipython()" if head == "ip" else "get_ipython().kernel"]
+                    + ([rest] if rest else []))
+    if head == "ip":
+        return f"IPython's {key} ({path}.{key})" if key else f"IPython's {path}"
+    return f"{path}.{key}" if key else path
+
+
+def _is_data(token: str | None) -> bool:
+    return token is None or token.startswith(("d", "M"))
+
+
+def diff_entries(group: str, before: dict[str, str], after: dict[str, list]) -> list[str]:
+    """The keys of a group whose change can matter (``after``: key -> [token, genuine]).
+
+    In a module (and its classes): a function, class or descriptor replaced, added or removed,
+    unless the new one is genuine package code (torch, for one, patches ``inspect.getfile`` as
+    it loads). In an object (the shell, the kernel, the session, ...): a function it held
+    replaced by one that is not genuine, its class changed, or any attribute that hides one of
+    its class's (``kernel.do_execute = ...``). Data (counters, caches, parents) may change.
+    """
     changed = []
-    for key, value in after.items():
-        if key.startswith("late:"):
-            # Loaded after the start (torch): must be the package's own, and stay the same.
-            first = baseline.setdefault("late", {}).setdefault(key, value)
-            if " cell:" in value or value != first:
-                changed.append(key[5:])
-        elif key.startswith("namespace."):
-            changed.append(f"`{key[10:]}` in your namespace {value}")
-        elif key not in before:
-            if key.startswith("builtins."):
-                continue  # a new builtin name (harmless; IPython adds some while running)
-            if key.startswith("ipython.events.") and not value:
-                continue
+    instance = group.startswith("o:")
+    for key, (token, genuine) in after.items():
+        old = before.get(key)
+        if old == token:
+            continue
+        if key == "__class__" or key.startswith("override:") and not (
+                _is_data(token) and _is_data(old)):
             changed.append(key)
-        elif before[key] != value:
+        elif genuine:
+            continue
+        elif instance:
+            if old is not None and not _is_data(old):
+                changed.append(key)
+        elif not _is_data(token) or old is not None and not _is_data(old):
             changed.append(key)
-    for key in before:
-        if key not in after and not key.startswith(("late:", "builtins._")):
-            changed.append(f"{key} (removed)")
-    return sorted(dict.fromkeys(_label(c) for c in changed))
+    if not instance:
+        changed += [key for key, token in before.items()
+                    if key not in after and not _is_data(token)]
+    return changed
+
+
+def compare(baseline: Baseline, now: dict[str, Any],
+            fetch: Callable[[list[str]], dict[str, dict[str, str]] | None]) -> list[str]:
+    """What changed since the baseline, one readable line each (empty: nothing).
+
+    ``fetch(groups)`` asks the kernel for the entries of groups whose hash differs.
+    """
+    base, changed = baseline.data, []
+    groups = now.get("groups", {})
+    differ = []
+    for group, value in baseline.accepted.items():
+        if group not in groups:
+            changed.append(f"{group[2:]} (no longer in sys.modules)" if group.startswith("m:")
+                           else f"{_label(group, '')} (replaced)")
+        elif groups[group] != value:
+            differ.append(group)
+    if differ:
+        entries = fetch(differ)
+        if entries is None:
+            changed += [f"{g[2:]} (changed)" for g in differ]
+        else:
+            for group in differ:
+                found = diff_entries(group, baseline.details.get(group, {}),
+                                     entries.get(group, {}))
+                if found:
+                    changed += [_label(group, key) for key in found]
+                else:
+                    baseline.accepted[group] = groups[group]
+    for key, value in now.get("sys", {}).items():
+        if key in ("builtins", "sys"):
+            if value != "genuine":
+                changed.append(f"`{key}` (your namespace's __builtins__, or sys.modules, was "
+                               "replaced)")
+        elif value != base.get("sys", {}).get(key):
+            changed.append(f"sys.{key}" if not key.startswith("threading") else key)
+    for key, value in now.get("explicit", {}).items():
+        if value != base.get("explicit", {}).get(key):
+            changed.append(_LABELS.get(key, f"IPython's {key[8:]}"))
+    for name, hooks in now.get("importers", {}).items():
+        known = {token for token, _ in base.get("importers", {}).get(name, [])}
+        if any(token not in known and not genuine for token, genuine in hooks):
+            changed.append(f"sys.{name} (an import hook that is not a library's)")
+    for event, callbacks in now.get("events", {}).items():
+        known = {token for token, _ in base.get("events", {}).get(event, [])}
+        if any(token not in known and not genuine for token, genuine in callbacks):
+            changed.append(f"IPython's {event} hooks (get_ipython().events)")
+    for key, (token, genuine) in now.get("late", {}).items():
+        first = baseline.late.setdefault(key, token)
+        if not genuine or token != first:
+            changed.append(key)
+    for name in now.get("threads", []):
+        changed.append(f"a thread your code started ({name}) was running during the check")
+    for name, what in now.get("namespace", {}).items():
+        changed.append(f"`{name}` in your namespace {what}")
+    if now.get("stack") != base.get("stack"):
+        extra = [f for f in now.get("stack", []) if f not in base.get("stack", [])]
+        where = extra[0].split("@")[0] if extra else "?"
+        changed.append(f"the functions that run a cell were wrapped (`{where}` stands between "
+                       "the kernel and the grader's probe)")
+    return sorted(dict.fromkeys(changed))
 
 
 def _transform(source: str) -> str:
@@ -243,26 +297,3 @@ def check_history(now: dict[str, Any], expected: dict[str, str]) -> str:
     if not history.get("In_is_parsed") or history.get("parsed") != expected["parsed"]:
         return "the input history (IPython's In) was rewritten"
     return ""
-
-
-_LABELS = {
-    "ipython.ast_transformers": "IPython's AST transformers (get_ipython().ast_transformers)",
-    "ipython.input_transformers_cleanup": "IPython's input transformers "
-                                          "(input_transformers_cleanup)",
-    "ipython.input_transformers_post": "IPython's input transformers (input_transformers_post)",
-    "ipython.showtraceback": "IPython's traceback display (showtraceback)",
-    "ipython.CustomTB": "IPython's custom exception handler (set_custom_exc)",
-    "ipython.custom_exceptions": "IPython's custom exception handler (set_custom_exc)",
-}
-
-
-def _label(key: str) -> str:
-    if key in _LABELS:
-        return _LABELS[key]
-    if key.startswith("builtins."):
-        return f"the builtin `{key[9:]}`"
-    if key.startswith("ipython.events."):
-        return f"IPython's {key[15:]} hooks (get_ipython().events)"
-    if key.startswith("ipython."):
-        return f"IPython's {key[8:]}"
-    return key

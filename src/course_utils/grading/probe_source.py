@@ -1,0 +1,316 @@
+"""The tamper probe's source. It runs INSIDE the learner's kernel; the grader never imports it.
+
+``tamper.py`` reads this file as text and sends it in a user expression that ``exec``s it with the
+interpreter's own builtins (found from a class created at start-up, not from the learner's
+namespace, whose ``__builtins__`` a submission can swap), then calls :func:`probe`. The probe
+returns JSON; what it means, and how the grader compares it, is said in ``tamper.py``.
+
+Everything here must work in a kernel whose learner may have replaced any name: no module-level
+imports, nothing taken from the user namespace but what is being checked.
+"""
+
+# ruff: noqa: PLC0415  (imports inside the function: this file is exec'd, never imported)
+
+#: Top-level packages whose modules (functions, classes and their attributes) make up the path
+#: from a cell to the grader's verdict, and the helpers checks call. Any rebinding in them is
+#: tampering. (Not every module: lessons legitimately configure logging, warnings, ...)
+MACHINERY = ("IPython", "ipykernel", "jupyter_client", "zmq", "traitlets", "tornado", "comm",
+             "asyncio", "traceback", "linecache", "ast", "codeop", "types", "importlib",
+             "inspect", "json", "numpy", "math", "cmath", "operator", "functools", "contextlib",
+             "threading", "_frozen_importlib", "_frozen_importlib_external", "builtins",
+             "_thread", "copy", "hmac", "hashlib", "course_utils")
+#: Entries that change while an honest notebook runs (caches, registries), never verdicts.
+VOLATILE = ("__warningregistry__", "_abc_impl", "__abstractmethods__", "_instance",
+            "__annotations__", "_", "__", "___", "old_hook")
+#: Builtins a check may call: a learner's function (or class) by one of these names in the
+#: namespace would run instead inside the check.
+CHECKED_BUILTINS = ("AssertionError", "Exception", "BaseException", "ValueError", "TypeError",
+                    "NotImplementedError", "KeyError", "IndexError", "isinstance", "issubclass",
+                    "len", "abs", "all", "any", "bool", "int", "float", "str", "repr", "type",
+                    "getattr", "hasattr", "__import__", "super", "exec", "eval", "compile", "id",
+                    "callable", "sorted", "sum", "min", "max", "round", "set", "list", "tuple",
+                    "dict", "range", "zip", "enumerate", "print")
+
+
+def probe(nonce, mode, want, B):
+    """The fingerprint of the kernel, as JSON.
+
+    ``mode``: ``"baseline"`` (import numpy and the check helpers, and return every entry of
+    every group), ``"check"`` (group hashes only), ``"detail"`` (the entries of the groups named
+    in ``want``). ``B`` is the genuine builtins dict.
+    """
+    T = ().__class__.__class__  # the genuine `type`
+    OBJ = ().__class__.__base__  # the genuine `object`
+    id_, callable_, isinstance_, len_ = B["id"], B["callable"], B["isinstance"], B["len"]
+    getattr_, hash_, frozenset_, list_ = B["getattr"], B["hash"], B["frozenset"], B["list"]
+    sys = B["__import__"]("sys")
+    boot = [c for c in OBJ.__subclasses__() if c.__name__ == "BuiltinImporter"][0]
+    if boot.find_spec.__func__.__globals__.get("sys") is not sys:
+        sys = boot.find_spec.__func__.__globals__["sys"]  # reported below as tampering
+    ModuleType = T(sys)
+    json = B["__import__"]("json")
+    if mode == "baseline":
+        B["__import__"]("numpy.testing")
+        B["__import__"]("course_utils.grading.checks")
+    prefixes = tuple(p for p in {sys.prefix, sys.base_prefix, sys.exec_prefix} if p)
+    ip = sys.modules["IPython"].get_ipython()
+    user_ns = ip.user_ns
+    out = {"nonce": nonce, "groups": {}, "explicit": {}, "sys": {}}
+    details = {}
+
+    types = B["__import__"]("types")
+    functools = B["__import__"]("functools")
+    code_like = (types.FunctionType, types.BuiltinFunctionType, types.MethodType,
+                 types.MethodDescriptorType, types.WrapperDescriptorType,
+                 types.MethodWrapperType, types.ClassMethodDescriptorType, functools.partial,
+                 B["staticmethod"], B["classmethod"], B["property"])
+
+    def token(v):
+        """How an entry is compared: functions, classes and descriptors by identity (a patch
+        changes it), modules by identity, other objects (callable ones too) by type ("d");
+        None is no entry."""
+        if v is None:
+            return None
+        t = T(v)
+        if t is ModuleType:
+            return f"M{id_(v):x}"
+        try:
+            if isinstance_(v, T) or isinstance_(v, code_like) \
+                    or any("__get__" in k.__dict__ for k in t.__mro__[:-1]):
+                return f"{id_(v):x}"
+        except Exception:
+            pass
+        return f"d{id_(t):x}"
+
+    def from_file(module_name, filename):
+        module = sys.modules.get(module_name or "")
+        return module is not None and T(module) is ModuleType and filename is not None \
+            and filename.startswith(prefixes) and getattr_(module, "__file__", None) == filename
+
+    def genuine(f, name=None):
+        """A function or class of an installed package, not one made in a cell whatever file
+        name its code claims: its code's file is its module's file, under the interpreter's
+        prefixes, and it runs in that module's globals. With ``name``, a C function passes if
+        it carries that name (torch's helpers are C functions)."""
+        if isinstance_(f, (B["staticmethod"], B["classmethod"])):
+            f = f.__func__
+        elif isinstance_(f, B["property"]):
+            return all(genuine(g) for g in (f.fget, f.fset, f.fdel) if g is not None)
+        elif isinstance_(f, functools.partial):
+            f = f.func
+        func = getattr_(f, "__func__", f)
+        if isinstance_(func, T):
+            module = sys.modules.get(getattr_(func, "__module__", "") or "")
+            return module is not None and from_file(module.__name__, getattr_(
+                module, "__file__", None)) and getattr_(module, func.__name__, None) is func
+        code = getattr_(func, "__code__", None)
+        if code is None:
+            return name is not None and getattr_(func, "__name__", None) == name
+        module_name = getattr_(func, "__module__", None)
+        return (from_file(module_name, code.co_filename)
+                and getattr_(func, "__globals__", None)
+                is OBJ.__getattribute__(sys.modules[module_name], "__dict__")
+                and (name is None or code.co_name == name))
+
+    def walk(obj, name, into, instance=False):
+        """The entries of a module (``name``: also its classes) or of an instance (also its
+        traitlets values; an entry that hides an attribute of its class is "override:")."""
+        try:
+            own = OBJ.__getattribute__(obj, "__dict__")
+            items = list_(own.items())
+        except Exception:
+            return
+        if instance:
+            items += [("trait:" + k, v) for k, v in list_(own.get("_trait_values", {}).items())]
+            hidden = set()
+            for klass in T(obj).__mro__:
+                hidden.update(T.__dict__["__dict__"].__get__(klass))
+        for k, v in items:
+            if not isinstance_(k, str) or k in VOLATILE:
+                continue
+            tok = token(v)
+            if tok is not None and not (instance and tok[0] in "dM" and not callable_(v)):
+                into[("override:" if instance and k in hidden else "") + k] = tok
+            if name is not None and isinstance_(v, T) and getattr_(v, "__module__", None) == name:
+                try:
+                    cls_items = list_(T.__dict__["__dict__"].__get__(v).items())
+                except Exception:
+                    continue
+                for ck, cv in cls_items:
+                    if isinstance_(ck, str) and ck not in VOLATILE:
+                        ctok = token(cv)
+                        if ctok is not None:
+                            into[k + "." + ck] = ctok
+
+    def group(key, entries, owner):
+        out["groups"][key] = hash_(frozenset_(entries.items()))
+        if mode == "baseline":
+            details[key] = entries
+        elif key in want:  # which new values are genuine package code (a library's own patch)
+            details[key] = {k: [tok, bool(genuine(value_of(owner, k)))] for k, tok in
+                            entries.items()}
+
+    def value_of(owner, key):
+        key = key.removeprefix("override:")
+        if key.startswith("trait:"):
+            return OBJ.__getattribute__(owner, "__dict__").get("_trait_values", {}).get(key[6:])
+        head, _, tail = key.partition(".")
+        value = OBJ.__getattribute__(owner, "__dict__").get(head)
+        return T.__dict__["__dict__"].__get__(value).get(tail) if tail else value
+
+    # 1. Modules of the machinery (and their classes), builtins included.
+    for name, module in list_(sys.modules.items()):
+        if T(module) is not ModuleType or name.split(".")[0] not in MACHINERY:
+            continue
+        entries = {}
+        walk(module, name, entries)
+        group("m:" + name, entries, module)
+
+    # 2. The objects that run a cell and send its reply: the shell, the kernel, and the
+    #    machinery objects they hold (session, streams, compiler, display hooks, ...).
+    objects = [("ip", ip)]
+    kernel = getattr_(ip, "kernel", None)
+    if kernel is not None:
+        objects.append(("kernel", kernel))
+    seen = {id_(ip), id_(kernel)}
+    for path, obj in objects[:2]:
+        own = OBJ.__getattribute__(obj, "__dict__")
+        for k, v in list_(own.items()) + list_(own.get("_trait_values", {}).items()):
+            mod = getattr_(T(v), "__module__", "") or ""
+            if mod.split(".")[0] in MACHINERY[:7] and id_(v) not in seen \
+                    and not isinstance_(v, (T, ModuleType) + code_like):
+                seen.add(id_(v))
+                objects.append((path + "." + k, v))
+    for path, obj in objects:
+        entries = {"__class__": f"{id_(T(obj)):x}"}
+        walk(obj, None, entries, instance=True)
+        group("o:" + path, entries, obj)
+
+    # 3. Hooks of the interpreter itself.
+    threading = sys.modules.get("threading")
+    hooks = {"excepthook": sys.excepthook, "displayhook": sys.displayhook,
+             "breakpointhook": sys.breakpointhook, "gettrace()": sys.gettrace(),
+             "getprofile()": sys.getprofile(),
+             "threading.gettrace()": getattr_(threading, "_trace_hook", None),
+             "threading.getprofile()": getattr_(threading, "_profile_hook", None)}
+    for k, v in hooks.items():
+        out["sys"][k] = f"{id_(v):x}" if v is not None else None
+    # An import hook that hands checks fake modules: a finder or hook a library adds (TensorFlow
+    # does) is genuine package code; one made in a cell is not.
+    out["importers"] = {k: [[f"{id_(f):x}", bool(genuine(f) or genuine(T(f)))] for f in v]
+                        for k, v in (("meta_path", sys.meta_path),
+                                     ("path_hooks", sys.path_hooks))}
+    out["sys"]["switchinterval"] = sys.getswitchinterval()
+    anchors = {id_(boot.find_spec.__func__.__builtins__)}
+    for c in OBJ.__subclasses__():
+        if c.__name__ in ("FrozenImporter", "ModuleSpec") and c.__module__ == "_frozen_importlib":
+            f = c.find_spec.__func__ if c.__name__ == "FrozenImporter" else c.__init__
+            anchors.add(id_(f.__builtins__))
+            break
+    ns_builtins = user_ns.get("__builtins__")
+    ns_builtins = getattr_(ns_builtins, "__dict__", ns_builtins) \
+        if T(ns_builtins) is ModuleType else ns_builtins
+    out["sys"]["builtins"] = "genuine" if len_(anchors) == 1 and ns_builtins is B \
+        and sys.modules.get("builtins") is not None \
+        and OBJ.__getattribute__(sys.modules["builtins"], "__dict__") is B else "replaced"
+    out["sys"]["sys"] = "genuine" if B["__import__"]("sys") is sys \
+        and sys.modules.get("sys") is sys else "replaced"
+
+    # Threads: one that runs the learner's code could change things while a check runs and
+    # put them back before this probe (a race no fingerprint sees). Threads of the kernel and
+    # of libraries run genuine package code; their targets are genuine functions.
+    def frame_genuine(f):
+        name = f.f_code.co_filename
+        return name.startswith("<frozen ") or from_file(f.f_globals.get("__name__"), name) \
+            and f.f_globals is OBJ.__getattribute__(sys.modules[f.f_globals["__name__"]],
+                                                     "__dict__")
+
+    suspects = []
+    frames = sys._current_frames()
+    me = threading.get_ident() if threading is not None else None
+    for thread in threading.enumerate() if threading is not None else []:
+        if thread.ident == me:
+            continue
+        own = OBJ.__getattribute__(thread, "__dict__")
+        bad = any(v is not None and not genuine(v)
+                  for v in (own.get("_target"), own.get("function"), T(thread).run))
+        f = frames.get(thread.ident)
+        while f is not None and not bad:
+            bad = not frame_genuine(f)
+            f = f.f_back
+        if bad:
+            suspects.append(thread.name)
+    out["threads"] = suspects
+
+    # 4. IPython's lists and handlers, named one by one for clear messages.
+    ex = out["explicit"]
+    ex["ipython.custom_exceptions"] = B["repr"](ip.custom_exceptions)
+    itm = ip.input_transformer_manager
+    lists = {"input_transformers_cleanup": ip.input_transformers_cleanup,
+             "input_transformers_post": ip.input_transformers_post,
+             "input_transformer_manager.cleanup_transforms": itm.cleanup_transforms,
+             "input_transformer_manager.line_transforms": itm.line_transforms,
+             "input_transformer_manager.token_transformers": itm.token_transformers,
+             "ast_transformers": ip.ast_transformers}
+    for k, items in lists.items():
+        ex["ipython." + k] = [f"{id_(x):x}" for x in items]
+
+    events = {}
+    for event, callbacks in ip.events.callbacks.items():
+        events[event] = [[f"{id_(c):x}", bool(genuine(c))] for c in callbacks]
+    out["events"] = events
+    late = {}
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "allclose"):
+        for k in ("allclose", "equal", "isclose"):
+            obj = getattr_(torch, k, None)
+            late["torch." + k] = [f"{id_(obj):x}", bool(genuine(obj, k))]
+        obj = getattr_(getattr_(torch, "testing", None), "assert_close", None)
+        late["torch.testing.assert_close"] = [f"{id_(obj):x}", bool(genuine(obj, "assert_close"))]
+    out["late"] = late
+    aliases = {"np": "numpy", "torch": "torch", "tf": "tensorflow",
+               "mg": "course_utils.minigraph", "jnp": "jax.numpy", "jax": "jax"}
+    names = {}
+    for k, module in aliases.items():
+        if k in user_ns and module in sys.modules and user_ns[k] is not sys.modules[module]:
+            names[k] = "not the module " + module
+    for k in CHECKED_BUILTINS:
+        v = user_ns.get(k)  # a value of another kind (`type = "relu"`) cannot pose as it
+        if v is not None and v is not B.get(k) and callable_(v) and not genuine(v):
+            names[k] = "shadows the builtin " + k
+    out["namespace"] = names
+
+    # 5. The input history, and what the kernel itself recorded about the last cell.
+    hashlib = B["__import__"]("hashlib")
+    hm = ip.history_manager
+    raw, parsed = hm.input_hist_raw, hm.input_hist_parsed
+    out["history"] = {"raw": hashlib.sha256(json.dumps(raw).encode()).hexdigest(),
+                      "parsed": hashlib.sha256(json.dumps(parsed).encode()).hexdigest(),
+                      "In_is_parsed": user_ns.get("In") is parsed and user_ns.get("_ih") is parsed}
+    last = getattr_(sys, "last_value", None)
+    args = OBJ.__getattribute__(last, "args") if last is not None else ()
+    result = OBJ.__getattribute__(ip, "__dict__").get("_trait_values", {}).get(
+        "last_execution_result")
+    fields = OBJ.__getattribute__(result, "__dict__") if result is not None else {}
+    out["last"] = {
+        "canary": args[0] if T(last) is B["AssertionError"] and len_(args) == 1
+        and T(args[0]) is str else None,
+        "type": T(last).__name__ if last is not None else None,
+        "errors": [k for k in ("error_before_exec", "error_in_exec") if fields.get(k) is not None],
+    }
+
+    # 6. Who called the probe: the same functions, in the same order, as for the baseline.
+    frame, stack = sys._getframe(1), []
+    while frame is not None and len_(stack) < 80:
+        code = frame.f_code
+        if code.co_filename.startswith(prefixes):
+            stack.append(f"{code.co_name}@{code.co_filename}:{code.co_firstlineno}"
+                         f"#{id_(code):x}")
+        else:
+            stack.append(f"{code.co_name}@{code.co_filename}")
+        if code.co_name == "dispatch_shell":
+            break
+        frame = frame.f_back
+    out["stack"] = stack
+    out["details"] = details
+    return json.dumps(out)
