@@ -87,7 +87,7 @@ def test_a_tape_that_used_the_old_value_refuses_backward() -> None:
 def test_bad_parameters_and_hyperparameters_are_named() -> None:
     with pytest.raises(mg.GradientError, match="parameter 1 .*requires_grad=True"):
         mg.optim.SGD([mg.tensor([1.0], requires_grad=True), mg.tensor([1.0])])
-    with pytest.raises(mg.GradientError, match="lr must be a number >= 0"):
+    with pytest.raises(mg.GradientError, match="lr must be a finite number >= 0"):
         mg.optim.Adam([mg.tensor([1.0], requires_grad=True)], lr=-1)
     with pytest.raises(mg.GradientError, match="no parameters"):
         mg.optim.SGD([])
@@ -99,9 +99,33 @@ def test_data_is_the_shared_array_and_assigning_it_replaces_the_values() -> None
     t.data[1] = 7.0  # around the tape, as PyTorch's .data
     np.testing.assert_array_equal(t.numpy(), [1.0, 7.0])
     y = mg.sum(t * t)
-    t.data = np.array([3.0, 4.0, 5.0])  # a new array, its own shape and dtype
-    assert t.shape == (3,) and t.dtype == np.float64 and t.requires_grad
+    t.data = [3.0, 4.0]  # a new array; a list takes the parameter's dtype
+    assert t.dtype == np.float32 and t.requires_grad
     with pytest.raises(mg.GradientError, match="changed in place"):
         y.backward()
     with pytest.raises(mg.ShapeError, match="tensor.data = ... at .*ragged"):
         t.data = [[1.0], [2.0, 3.0]]
+    plain = mg.tensor([1.0, 2.0])  # a tensor that needs no grad takes any shape and dtype
+    plain.data = np.array([3.0, 4.0, 5.0])
+    assert plain.shape == (3,) and plain.dtype == np.float64
+
+
+@pytest.mark.parametrize("value, error, fragment", [
+    (np.array([3.0, 4.0, 5.0], np.float32), mg.ShapeError,
+     "keeps its shape and dtype ((2,) float32), got (3,) float32"),
+    (np.array([3.0, 4.0]), mg.DTypeError, "got (2,) float64"),
+    (np.array([3, 4]), mg.DTypeError, "got (2,) int64"),
+    (["a", "b"], mg.DTypeError, "cannot make a float32 array"),
+])
+def test_a_parameter_keeps_its_shape_and_dtype_through_data(value: Any, error: type,
+                                                            fragment: str) -> None:
+    # Its .grad, the optimizer's momentum and a traced graph are built for them: a new shape
+    # would broadcast silently against the old .grad (PyTorch refuses a non-float .data too).
+    w = mg.tensor([1.0, 2.0], requires_grad=True)
+    opt = mg.optim.SGD([w], lr=0.1, momentum=0.9)
+    mg.sum(w * w).backward()
+    opt.step()
+    with pytest.raises(error) as info:
+        w.data = value
+    assert fragment in str(info.value) and "test_minigraph_optim.py" in str(info.value)
+    np.testing.assert_allclose(w.numpy(), [0.8, 1.6], rtol=1e-6)  # unchanged

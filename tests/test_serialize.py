@@ -199,7 +199,7 @@ MALFORMED = {
     "not a zip": (not_a_zip, "not a minigraph file"),
     "truncated": (truncated, "truncated or corrupt"),
     "bad json": (bad_json, "graph.json is not valid JSON"),
-    "no graph.json": (renamed_graph_member, "needs the member 'graph.json'"),
+    "no graph.json": (renamed_graph_member, "holds a member named 'model.json.npy'"),
     "pickled member": (pickled_member, "unpickling Python objects"),
     "wrong version": (edit_json(lambda d: d.update(version=99)),
                       "format version 99 is not supported; this minigraph reads version 1"),

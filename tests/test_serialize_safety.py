@@ -83,16 +83,23 @@ def first(doc: dict, op: str) -> dict:
     return next(n for n in doc["graph"]["nodes"] if n["op"] == op)
 
 
-Spoil = Callable[[dict, dict[str, bytes]], "dict | str | None"]
+Spoil = Callable[[dict, dict[str, bytes]], "dict | str | bytes | None"]
+
+
+def registry(table: dict[str, tuple[Spoil, str]]) -> Callable[[str], Callable[[Spoil], Spoil]]:
+    """A decorator ``@name(message)`` that files a spoiling function in ``table``."""
+    def entry(message: str) -> Callable[[Spoil], Spoil]:
+        def register(spoil: Spoil) -> Spoil:
+            table[spoil.__name__] = (spoil, message)
+            return spoil
+
+        return register
+
+    return entry
+
+
 CRAFTED: dict[str, tuple[Spoil, str]] = {}
-
-
-def crafted(message: str) -> Callable[[Spoil], Spoil]:
-    def register(spoil: Spoil) -> Spoil:
-        CRAFTED[spoil.__name__] = (spoil, message)
-        return spoil
-
-    return register
+crafted = registry(CRAFTED)
 
 
 # --- the reproducers of issues 14 and 17 ---------------------------------------------------------
@@ -220,7 +227,7 @@ def a_broadcast_that_would_fill_the_memory(doc, members):
     h["attrs"] = {"shape": {"$tuple": [10**9, 2]}}
 
 
-@crafted("attr min=nan: wants a number or None")
+@crafted("graph.json holds NaN, which is no number an attr or shape may have")
 def clip_bound_that_is_not_a_number(doc, members):
     relu_like = first(doc, "mul")
     relu_like.update(op="clip", inputs=relu_like["inputs"][:1])

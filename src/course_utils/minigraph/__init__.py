@@ -31,6 +31,7 @@ functions), ``operators.py`` (``+``, ``@``, ...), ``interpreter.py``, ``session.
 from .autodiff import gradients
 from .eager import Tensor, is_grad_enabled, no_grad, tensor
 from .errors import (
+    ArgumentError,
     DTypeError,
     ExecutionError,
     FeedError,
@@ -137,7 +138,7 @@ __all__ = [
     # errors
     "MinigraphError", "ShapeError", "DTypeError", "GraphError", "UnknownOpError", "FeedError",
     "MissingFeedError", "UninitializedVariableError", "GradientError", "TracingError",
-    "SerializationError", "ExecutionError",
+    "SerializationError", "ExecutionError", "ArgumentError",
     # the op table
     "Op", "OPS", "register_op", "get_op", "apply", "same_shape_rule", "broadcast_rule",
     # eager mode

@@ -31,6 +31,7 @@ from __future__ import annotations
 import itertools
 import keyword
 import linecache
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -39,8 +40,15 @@ import numpy as np
 from . import attrs as A
 from . import session
 from . import shapes as S
-from .errors import ExecutionError, GraphError, MinigraphError, MissingFeedError
-from .graph import Graph, Node
+from .errors import (
+    ArgumentError,
+    ExecutionError,
+    GraphError,
+    MinigraphError,
+    MissingFeedError,
+    user_source,
+)
+from .graph import Graph, Node, expect_graph
 from .interpreter import _uninitialized
 from .memory import Spec
 from .ops import _BUILTIN as _BUILTIN_NAMES
@@ -145,6 +153,8 @@ class _Namespace:
                                                                                "kernel"}
 
     def name(self, base: str) -> str:
+        # Python reads identifiers in NFKC form (``ｘ`` is ``x``): compare names as Python will.
+        base = unicodedata.normalize("NFKC", base)
         if not base.isidentifier() or (base.startswith("__") and base.endswith("__")):
             base = f"v_{base.strip('_')}" if base.strip("_").isidentifier() else "v"
         for candidate in itertools.chain([base], (f"{base}_{i}" for i in itertools.count(1))):
@@ -443,12 +453,16 @@ class CompiledGraph:
 
     def __call__(self, *args: Any, state: dict | None = None) -> Any:
         if len(args) != len(self.inputs):
-            raise TypeError(f"this compiled graph takes {len(self.inputs)} inputs "
-                            f"({', '.join(self.inputs)}), got {len(args)}")
-        feeds = {name: np.asarray(a, dtype=self.graph.node(name).dtype)
+            raise ArgumentError(f"this compiled graph takes {len(self.inputs)} inputs "
+                                f"({', '.join(self.inputs)}), got {len(args)} at "
+                                f"{user_source()}")
+        feeds = {name: session._check_feed(self.graph.node(name), a)
                  for name, a in zip(self.inputs, args, strict=True)}
         if state is None:
             state = {v.name: v.attrs["value"] for v in self.graph.variables()}
+        elif not isinstance(state, dict):
+            raise ArgumentError(f"state at {user_source()} is a {type(state).__name__}; it is a "
+                                f"dict from Variable names to arrays (a Session's sess.state)")
         values = self.run(feeds, state)
         return values[0] if len(values) == 1 else tuple(values)
 
@@ -502,6 +516,7 @@ def codegen(graph: Graph, inputs: Sequence[Node | str] | None = None,
     ``outputs`` default to ``graph.outputs``. The source depends only on the graph, so the same
     graph always gives the same code.
     """
+    graph = expect_graph(graph, "mg.codegen")
     if inputs is not None or outputs is not None:
         outs = [_node(graph, o) for o in outputs] if outputs is not None else list(graph.outputs)
         fed = [_node(graph, i).name for i in inputs or ()]
@@ -520,7 +535,15 @@ def codegen(graph: Graph, inputs: Sequence[Node | str] | None = None,
 
 
 def _node(graph: Graph, key: Node | str) -> Node:
-    return graph.node(key if isinstance(key, str) else key.name)
+    if isinstance(key, Node):  # by name: a pruned graph holds copies of the nodes
+        key = key.name
+    if not isinstance(key, str):
+        raise GraphError(f"mg.codegen at {user_source()}: inputs and outputs are nodes of the "
+                         f"graph or their names, got {key!r:.60}")
+    if key not in graph._by_name:
+        raise GraphError(f"mg.codegen at {user_source()}: this graph has no node named "
+                         f"{key!r:.60}; print(graph) lists them")
+    return graph.node(key)
 
 
 # --- fused kernels ------------------------------------------------------------------------------

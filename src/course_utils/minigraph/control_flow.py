@@ -36,6 +36,7 @@ functions the same way; JAX's ``lax.cond``/``lax.while_loop`` hold jaxprs.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -46,7 +47,15 @@ import course_utils.minigraph as mg
 from . import attrs as A
 from . import shapes as S
 from .eager import Tensor
-from .errors import DTypeError, GradientError, ShapeError, TracingError, user_source
+from .errors import (
+    ArgumentError,
+    DTypeError,
+    GradientError,
+    GraphError,
+    ShapeError,
+    TracingError,
+    user_source,
+)
 from .graph import Graph, Node, get_default_graph
 from .interpreter import Interpreter
 from .ops import Op, register_op
@@ -140,6 +149,36 @@ def _enclosing_graph(*values: Any) -> Graph | None:
     return next((v.graph for v in values if isinstance(v, Node)), None)
 
 
+def _function(fn: Any, what: str, n_args: int, where: str) -> None:
+    """Check that ``fn`` can be called with ``n_args`` positional values, before calling it."""
+    takes = "no arguments" if n_args == 0 else f"{n_args} argument{'s' * (n_args != 1)}"
+    if not callable(fn):
+        raise ArgumentError(f"{where}: {what} must be a function of {takes} (e.g. a lambda), "
+                            f"got {type(fn).__name__}")
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # a builtin without a signature: let the call decide
+        return
+    try:
+        signature.bind(*range(n_args))
+    except TypeError as e:
+        raise ArgumentError(f"{where}: {what} must take {takes} (one per loop variable for "
+                            f"while_loop), but {getattr(fn, '__name__', 'it')}{signature} "
+                            f"cannot: {e}") from None
+
+
+#: Ops that read or write a Session's state, which a sub-graph does not have.
+_STATE_OPS = ("variable", "assign", "assign_sub", "initializer")
+
+
+def _stateless(body: Graph, what: str) -> None:
+    for n in body.nodes:
+        if n.op in _STATE_OPS:
+            raise GraphError(f"{what} holds %{n.name} ({n.op}, defined at {n.source}), but a "
+                             f"sub-graph runs without Session state: create Variables and "
+                             f"assign to them outside cond and while_loop, and pass values in")
+
+
 # --- cond -----------------------------------------------------------------------------------------
 
 
@@ -156,6 +195,9 @@ def cond(pred: Any, true_fn: Callable[[], Any], false_fn: Callable[[], Any],
 
 def _cond(pred: Any, true_fn: Callable, false_fn: Callable, name: str | None = None,
           names: list[str] | None = None) -> Any:
+    where = f"mg.cond at {user_source()}"
+    _function(true_fn, "true_fn", 0, where)
+    _function(false_fn, "false_fn", 0, where)
     graph = _enclosing_graph(pred)
     if graph is None or not isinstance(pred, (Node, Tensor)):  # eager, or fixed while tracing
         return true_fn() if pred else false_fn()
@@ -216,6 +258,8 @@ def _cond_rule(pred: Any, *operands: Any, true_fn: Graph, false_fn: Graph) -> tu
                          f"{pred.dtype}; compare to make one, e.g. mg.sum(x) > 0")
     _check_inputs(true_fn, operands, "true_fn")
     _check_inputs(false_fn, operands, "false_fn")
+    _stateless(true_fn, "true_fn")
+    _stateless(false_fn, "false_fn")
     _merged_results(true_fn, false_fn)
     return (), None  # no single array: a tuple of results, read with tuple_get
 
@@ -304,16 +348,26 @@ def while_loop(cond_fn: Callable[..., Any], body_fn: Callable[..., Any], loop_va
     whatever the forward run took. NB: ``tf.while_loop``, whose gradient also saves per-iteration
     values (in stacks the forward loop pushes to) and runs a backward loop.
     """
+    where = f"mg.while_loop at {user_source()}"
+    if isinstance(loop_vars, (dict, set, frozenset)) or loop_vars is None:
+        raise ArgumentError(f"{where}: loop_vars is a list or tuple of values (or one value), "
+                            f"got {type(loop_vars).__name__}")
     single = not isinstance(loop_vars, (list, tuple))
     init = [loop_vars] if single else list(loop_vars)
+    if not init:
+        raise ArgumentError(f"{where}: loop_vars is empty; a loop needs at least one value to "
+                            f"change, or its test could never change either")
+    _function(cond_fn, "cond_fn", len(init), where)
+    _function(body_fn, "body_fn", len(init), where)
     graph = _enclosing_graph(*init)
     if graph is None:
         values = init
         while cond_fn(*values):
             values = [body_fn(*values)] if single else list(body_fn(*values))
             if len(values) != len(init):
-                raise TracingError(f"while_loop body_fn returned {len(values)} values for "
-                                   f"{len(init)} loop variables")
+                raise TracingError(f"{where}: body_fn returned {len(values)} values for "
+                                   f"{len(init)} loop variables; return one new value per "
+                                   f"loop variable, in order")
     else:
         values = _while(graph, cond_fn, body_fn, init, name=name)
     return values[0] if single else type(loop_vars)(values)
@@ -348,6 +402,11 @@ def _while_rule(*operands: Any, cond_fn: Graph, body_fn: Graph,
                 save_history: bool = False) -> tuple:
     _check_inputs(cond_fn, operands, "cond_fn")
     _check_inputs(body_fn, operands, "body_fn")
+    _stateless(cond_fn, "cond_fn")
+    _stateless(body_fn, "body_fn")
+    if len(body_fn.outputs) > len(operands):
+        raise ShapeError(f"body_fn returns {len(body_fn.outputs)} values for "
+                         f"{len(operands)} operands")
     if [(o.shape, o.dtype) for o in cond_fn.outputs] != [((), np.dtype(bool))]:
         raise DTypeError("cond_fn must return one scalar bool")
     for i, (x, new) in enumerate(zip(operands, body_fn.outputs, strict=False)):
@@ -411,14 +470,28 @@ def _while_grad_rule(forward: Any, *rest: Any, body_vjp: Graph, floats: tuple[in
     if len(floats) != len(seeded):
         raise ShapeError(f"while_loop_grad: {len(floats)} float loop variables but "
                          f"{len(seeded)} seeded flags")
+    _stateless(body_vjp, "body_vjp")
     if isinstance(forward, Node):  # (a memory planner may pass bare shapes: nothing to check)
         if forward.op != "while_loop":
             raise ShapeError(f"while_loop_grad reads a while_loop node, not %{forward.name} "
                              f"({forward.op})")
+        if not forward.attrs.get("save_history"):
+            raise ShapeError(f"while_loop_grad reads the iterations %{forward.name} saved, but "
+                             f"it saves none (save_history is off); build the gradient with "
+                             f"mg.gradients, which turns it on")
         body = forward.attrs["body_fn"]
-        n_vars, n_extra = len(body.outputs), len(body.placeholders()) - len(body.outputs)
-        if (len(body_vjp.placeholders()) != n_vars + n_extra + len(floats)
-                or len(rest) != sum(seeded) + n_extra):
+        params = body.placeholders()
+        n_vars, n_extra = len(body.outputs), len(params) - len(body.outputs)
+        float_vars = [i for i in range(n_vars) if S.is_float(params[i].dtype)]
+        float_extra = [j for j in range(n_extra) if S.is_float(params[n_vars + j].dtype)]
+        if list(floats) != float_vars:
+            raise ShapeError(f"while_loop_grad: floats={tuple(floats)}, but the float loop "
+                             f"variables of %{forward.name} are {tuple(float_vars)}")
+        inputs = body_vjp.placeholders()
+        if (len(inputs) != n_vars + n_extra + len(floats)
+                or len(body_vjp.outputs) != len(floats) + len(float_extra)
+                or len(rest) != sum(seeded) + n_extra
+                or any(p.dtype != q.dtype for p, q in zip(inputs, params, strict=False))):
             raise ShapeError(f"while_loop_grad does not fit %{forward.name}: its body_vjp or "
                              f"its seeds and captured values are not the loop's")
     return (), None

@@ -27,6 +27,7 @@ import numpy as np
 from . import shapes as S
 from .autodiff import backprop
 from .errors import (
+    ArgumentError,
     DTypeError,
     ExecutionError,
     GradientError,
@@ -184,9 +185,27 @@ class Tensor(Operators):
     def __init__(self, data: np.ndarray, requires_grad: bool = False) -> None:
         self._data = data
         self.requires_grad = requires_grad
-        self.grad: Tensor | None = None
+        self._grad: Tensor | None = None
         self._ctx: TapeEntry | None = None
         self._version = 0  # bumped by in-place updates
+
+    @property
+    def grad(self) -> Tensor | None:
+        """d(output)/d(self), set by ``backward()`` on a leaf that requires grad; ``None`` until
+        then. You may set it (to ``None``, or to a tensor of this tensor's shape), as in PyTorch.
+        """
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: Tensor | np.ndarray | None) -> None:
+        if value is not None:
+            value = value if isinstance(value, Tensor) else _grad_tensor(value)
+            if value.shape != self.shape or not S.is_float(value.dtype):
+                raise GradientError(
+                    f".grad = ... at {user_source()}: a gradient has its tensor's shape and a "
+                    f"float dtype, {S.format_shape(self.shape)} here, got "
+                    f"{S.format_shape(value.shape)} {value.dtype}; set .grad = None to clear it")
+        self._grad = value
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -242,11 +261,27 @@ class Tensor(Operators):
 
     @data.setter
     def data(self, value: Any) -> None:
+        where = f"tensor.data = ... at {user_source()}"
+        raw = value.numpy() if isinstance(value, Tensor) else value
+        # A parameter (requires_grad) keeps its shape and dtype: its .grad, an optimizer's state
+        # and traced graphs are all built for them. Lists and numbers take its dtype.
+        keep = self.requires_grad and not isinstance(raw, np.ndarray)
         try:
-            self._data = np.array(S.as_array(value.numpy() if isinstance(value, Tensor)
-                                             else value))
+            data = np.array(S.as_array(raw, dtype=self.dtype if keep else None))
         except (ShapeError, DTypeError) as e:
-            raise type(e)(f"tensor.data = ... at {user_source()}: {e}") from None
+            raise type(e)(f"{where}: {e}") from None
+        except (TypeError, ValueError, OverflowError) as e:
+            raise DTypeError(f"{where}: cannot make a {self.dtype} array of this value "
+                             f"({e})") from None
+        if self.requires_grad and (data.shape, data.dtype) != (self.shape, self.dtype):
+            raise (ShapeError if data.shape != self.shape else DTypeError)(
+                f"{where}: this tensor requires grad, so it keeps its shape and dtype "
+                f"({S.format_shape(self.shape)} {self.dtype}), got "
+                f"{S.format_shape(data.shape)} {data.dtype}: its .grad, an optimizer's state "
+                f"and traced graphs are built for them. Convert the value "
+                f"(value.astype('{self.dtype}')), or make a new tensor with "
+                f"mg.tensor(value, requires_grad=True)")
+        self._data = data
         self._version += 1
 
     def item(self) -> float | int | bool:
@@ -277,6 +312,9 @@ class Tensor(Operators):
         tensor([ 6., 12.], dtype=float32)
         """
         where = f"backward() at {user_source()}"
+        if not isinstance(create_graph, (bool, np.bool_)):
+            raise ArgumentError(f"{where}: create_graph is True or False, got "
+                                f"{type(create_graph).__name__} {create_graph!r:.40}")
         if not self.requires_grad:
             raise GradientError(f"{where}: this tensor does not require grad; create the inputs "
                                 f"with mg.tensor(..., requires_grad=True), outside mg.no_grad()")
@@ -286,9 +324,13 @@ class Tensor(Operators):
                                     f"is implied only for one number; call .sum().backward() or "
                                     f"pass gradient= of shape {self.shape}")
             gradient = np.ones(self.shape, self.dtype)
-        seed = tensor(gradient, dtype=self.dtype)
+        try:
+            seed = tensor(gradient, dtype=self.dtype)
+        except (ShapeError, DTypeError) as e:
+            raise type(e)(f"{where}: gradient= {str(e).split(': ', 1)[-1]}") from None
         if seed.shape != self.shape:
-            raise GradientError(f"{where}: gradient has shape {seed.shape}, output {self.shape}")
+            raise GradientError(f"{where}: gradient has shape {seed.shape}, but the output has "
+                                f"shape {self.shape}; pass one of the output's shape")
         if create_graph:
             with enable_grad():  # every vjp's ops go on the tape
                 for leaf, g in backprop([self], [seed], _record_of, _requires_grad):
@@ -375,10 +417,20 @@ def tensor(data: Any, requires_grad: bool = False, dtype: Any = None) -> Tensor:
     except (TypeError, ValueError) as e:  # numpy could not convert to the dtype you asked for
         raise DTypeError(f"mg.tensor at {user_source()}: cannot make a {dtype} array of this "
                          f"value ({e})") from None
+    if not isinstance(requires_grad, (bool, np.bool_)):
+        raise ArgumentError(f"mg.tensor at {user_source()}: requires_grad is True or False, got "
+                            f"{type(requires_grad).__name__} {requires_grad!r:.40}")
     if requires_grad and not S.is_float(arr.dtype):
         raise DTypeError(f"mg.tensor at {user_source()}: only floating-point tensors can require "
                          f"grad, got {arr.dtype}; pass floats or dtype='float32'")
     return Tensor(arr, requires_grad)
+
+
+def _grad_tensor(value: Any) -> Tensor:
+    try:
+        return Tensor(np.array(S.as_array(value)))
+    except (ShapeError, DTypeError) as e:
+        raise GradientError(f".grad = ... at {user_source()}: {e}") from None
 
 
 def run_op(op: Op, inputs: tuple, attrs: dict[str, Any]) -> Tensor:

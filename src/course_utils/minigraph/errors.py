@@ -69,6 +69,11 @@ class SerializationError(MinigraphError):
     """A saved graph that cannot be written or read back."""
 
 
+class ArgumentError(MinigraphError, TypeError):
+    """A call whose arguments do not fit: too many or too few, an unknown keyword, a value of
+    the wrong kind (a string where a graph belongs). Also a ``TypeError``, as Python's own is."""
+
+
 class ExecutionError(MinigraphError):
     """An op failed while the graph ran; the original exception is chained as ``__cause__``."""
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -100,6 +101,23 @@ class Node(Operators):
     def __int__(self) -> int:
         raise self._no_value("int()")
 
+    # Eager habits that mean nothing for a symbol: say what to do instead of failing obscurely.
+    def backward(self, *args: Any, **kwargs: Any) -> None:
+        raise TracingError(
+            f"backward() at {user_source()} of %{self.name} = {self.op}(...) (defined at "
+            f"{self.source}): it is a symbolic value of a graph, with no tape behind it. Inside "
+            f"a graph or a traced function, build gradient nodes with mg.gradients(y, [x]); or "
+            f"call backward() on the eager result the traced function returns")
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        if key in ("requires_grad", "grad", "data"):
+            raise TracingError(
+                f"setting .{key} at {user_source()} on %{self.name} = {self.op}(...) (defined at "
+                f"{self.source}): a symbol has no {key} of its own. Whether a traced function is "
+                f"differentiated depends on the tensors you call it with; gradients in a graph "
+                f"come from mg.gradients")
+        object.__setattr__(self, key, value)
+
     def __iter__(self) -> Iterator[Node]:
         if not self.shape or self.shape[0] is None:
             raise TracingError(f"cannot iterate over %{self.name} of shape {self.shape}: its "
@@ -153,7 +171,7 @@ class Graph:
         """Append ``op(*inputs, **attrs)``; its shape rule runs now, so shape errors show here."""
         op, inputs, attrs = get_op(op), tuple(inputs), dict(attrs or {})
         source = source or user_source()
-        name = self._unique_name(name or op.name)
+        name = self._unique_name(name or op.name, f"{op.name} at {source}")
         for x in inputs:
             if not isinstance(x, Node) or x.graph is not self:
                 raise GraphError(_context(f"while building %{name} = {op.name}(...)", source,
@@ -164,7 +182,7 @@ class Graph:
                                                 source, "").rstrip(": "))
         try:
             shape, dtype = op.shape_rule(*inputs, **attrs)
-        except (ShapeError, DTypeError) as e:
+        except (ShapeError, DTypeError, GraphError) as e:
             draft = Node(name, op.name, inputs, attrs, (), None, source)
             raise type(e)(_build_context(draft, str(e))) from None
         except Exception as e:  # a broken shape rule (or bad attrs): still say where
@@ -193,9 +211,11 @@ class Graph:
             raise type(e)(f"an operand at {user_source()}: {e}") from None
         return self.add_node("constant", (), {"value": _frozen(array)}, name="const")
 
-    def _unique_name(self, base: str) -> str:
-        if not base.isidentifier():
-            raise GraphError(f"node name {base!r} must be a Python identifier (letters, digits, _)")
+    def _unique_name(self, base: str, where: str = "") -> str:
+        problem = name_problem(base)
+        if problem:
+            raise GraphError(f"node name {_short(base)}{f' ({where})' if where else ''} "
+                             f"{problem}")
         if base not in self._by_name:
             return base
         for i in itertools.count(self._name_counts.get(base, 0) + 1):
@@ -312,6 +332,44 @@ class Graph:
             _stack.pop()
 
 
+def expect_graph(obj: Any, what: str) -> Graph:
+    """``obj`` if it is a Graph; else a ``GraphError`` saying what ``what`` takes instead."""
+    if isinstance(obj, Graph):
+        return obj
+    hint = ("pass its graph: f.get_graph(example_input)" if hasattr(obj, "get_graph") else
+            "pass loaded.graph" if hasattr(obj, "graph") and isinstance(obj.graph, Graph) else
+            "build one with mg.Graph(), or trace a function with mg.function")
+    raise GraphError(f"{what} at {user_source()} takes an mg.Graph, got {type(obj).__name__}; "
+                     f"{hint}")
+
+
+def name_problem(name: Any) -> str | None:
+    """What is wrong with ``name`` as a node name, or ``None``: a node name is a Python
+    identifier (codegen turns it into a variable, renaming keywords such as ``lambda``), not a
+    ``__dunder__`` name (Python's own), and written the way Python reads it: Python folds
+    ``ｘ`` (fullwidth) into ``x`` (NFKC), so two such nodes would be one variable in code.
+
+    >>> name_problem("h1"), name_problem("__import__")
+    (None, "is a __dunder__ name (Python's own): drop the underscores (import)")
+    """
+    if not isinstance(name, str):
+        return f"must be a Python identifier (a str), not a {type(name).__name__}"
+    if not name.isidentifier():
+        return "must be a Python identifier (letters, digits, _)"
+    if name.startswith("__") and name.endswith("__"):
+        return f"is a __dunder__ name (Python's own): drop the underscores ({name.strip('_')})"
+    normal = unicodedata.normalize("NFKC", name)
+    if normal != name:
+        return (f"is read by Python as {normal!r} (NFKC normal form), so it could stand for "
+                f"another node in generated code: name it {normal!r}")
+    return None
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def _context(head: str, source: str, message: str) -> str:
     return f"{head} defined at {source}: {message}"
 
@@ -352,7 +410,7 @@ def reset_default_graph() -> None:
 
 def placeholder(shape: Any, dtype: Any = "float32", name: str | None = None) -> Node:
     """A value fed at run time: ``mg.placeholder((None, 2))`` takes any number of rows."""
-    label = f"placeholder {name + ' ' if name else ''}at {user_source()}"
+    label = f"placeholder {f'{name} ' if name else ''}at {user_source()}"
     try:
         shape = S.check_shape(shape)
     except ShapeError as e:

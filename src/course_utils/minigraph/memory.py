@@ -38,7 +38,7 @@ import numpy as np
 
 from . import shapes as S
 from .errors import FeedError, GraphError
-from .graph import Graph, Node
+from .graph import Graph, Node, expect_graph
 from .ops import OPS
 
 
@@ -126,6 +126,7 @@ def memory_plan(graph: Graph, feeds: Mapping[Any, Any] | None = None) -> MemoryP
     anything else an array (only its shape is used). Nothing runs; shapes come from the ops'
     shape rules. Outputs and values stored in Variables live to the end of the run.
     """
+    graph = expect_graph(graph, "mg.memory_plan")
     specs = concrete_specs(graph, feeds or {})
     n = len(graph.nodes)
     kept = {x.name for x in graph.outputs} | {

@@ -161,7 +161,9 @@ def _cross_entropy(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
 
 def _one_hot(labels: np.ndarray, depth: int, dtype: str = "float32") -> np.ndarray:
     _check_labels(labels, depth)
-    return np.eye(depth, dtype=dtype)[labels]
+    out = np.zeros((*labels.shape, depth), dtype=dtype)  # not np.eye(depth): depth**2 numbers
+    np.put_along_axis(out, labels[..., None], 1, axis=-1)
+    return out
 
 
 def sum_to_shape(g: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
@@ -247,7 +249,7 @@ def _clip_vjp(g, out, x, min=None, max=None):  # noqa: A002 (np.clip's and torch
 
 
 def _logsumexp(x: np.ndarray, axis: S.Axis = None, keepdims: bool = False) -> np.ndarray:
-    m = np.max(x, axis=axis, keepdims=True)
+    m = np.max(x, axis=axis, keepdims=True, initial=-np.inf)  # (-inf over no numbers)
     m = np.where(np.isfinite(m), m, 0)  # shift by the max so exp cannot overflow
     out = np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True)) + m
     return out if keepdims else np.squeeze(out, axis=S.normalize_axes(axis, x.ndim))
@@ -346,8 +348,8 @@ POOL = {"kernel_size": A.pair, "stride": A.pair}
 # elementwise arithmetic: numpy broadcasting; gradients summed back to each input's shape
 _builtin("add", np.add, binary, lambda g, out, x, y: (_sum_to(g, x, y), _sum_to(g, y, x)),
          "x + y", elementwise=True)
-_builtin("sub", np.subtract, binary, lambda g, out, x, y: (_sum_to(g, x, y), _sum_to(-g, y, x)),
-         "x - y", elementwise=True)
+_builtin("sub", np.subtract, S.no_bool_rule(binary),
+         lambda g, out, x, y: (_sum_to(g, x, y), _sum_to(-g, y, x)), "x - y", elementwise=True)
 _builtin("mul", np.multiply, binary,
          lambda g, out, x, y: (_sum_to(g * y, x, y), _sum_to(g * x, y, x)),
          "x * y", elementwise=True)
@@ -357,11 +359,11 @@ _builtin("div", np.divide, float_binary,
 _builtin("pow", np.power, float_binary, _pow_vjp, "x ** y", elementwise=True)
 _builtin("maximum", np.maximum, binary, _maximum_vjp, "the larger of x and y", elementwise=True)
 _builtin("minimum", np.minimum, binary, _minimum_vjp, "the smaller of x and y", elementwise=True)
-_builtin("neg", np.negative, unary, lambda g, out, x: (-g,), "-x", elementwise=True)
+_builtin("neg", np.negative, S.no_bool_rule(unary), lambda g, out, x: (-g,), "-x", elementwise=True)
 _builtin("square", np.square, unary, lambda g, out, x: (g * (2 * x),), "x * x",
          elementwise=True)
 _builtin("abs", np.absolute, unary, _abs_vjp, "|x|", elementwise=True)
-_builtin("clip", np.clip, unary, _clip_vjp, "x limited to [min, max] (a None bound: none)",
+_builtin("clip", np.clip, S.clip_rule, _clip_vjp, "x limited to [min, max] (a None bound: none)",
          elementwise=True, attrs={"min": A.number_or_none, "max": A.number_or_none})
 
 # elementwise math on floats
@@ -501,6 +503,6 @@ _builtin("assign", None, S.state_rule, None, "store value in the variable", stat
 _builtin("assign_sub", None, S.state_rule, None, "variable -= value", stateful=True)
 _builtin("group", None, lambda *deps: ((), None), None, "run the inputs, produce nothing",
          stateful=True)
-_builtin("initializer", None, lambda *variables: ((), None), None,
+_builtin("initializer", None, S.initializer_rule, None,
          "set each input variable to its initial value", stateful=True)
 # fmt: on

@@ -27,6 +27,7 @@ in TensorFlow, ``tf.keras.optimizers.SGD`` / ``Adam`` differ in where epsilon go
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Iterable
 from typing import Any
 
@@ -45,15 +46,23 @@ class Optimizer:
         if not self.params:
             raise GradientError(f"{where}: no parameters; pass the tensors to train, e.g. "
                                 f"[w, b]")
+        seen: dict[int, int] = {}
         for i, p in enumerate(self.params):
             if not isinstance(p, Tensor) or not p.requires_grad or not p.is_leaf:
                 raise GradientError(
                     f"{where}: parameter {i} is {p!r:.60}; parameters are leaf tensors made with "
                     f"mg.tensor(..., requires_grad=True)")
+            if seen.setdefault(id(p), i) != i:
+                raise GradientError(f"{where}: parameter {i} is parameter {seen[id(p)]} again; "
+                                    f"each step would update it twice. List each tensor once")
         for name, value in hyper.items():
-            if not isinstance(value, (int, float)) or value < 0:
-                raise GradientError(f"{where}: {name} must be a number >= 0, got {value!r}")
-        self.hyper = hyper
+            if (not isinstance(value, numbers.Real) or isinstance(value, (bool, np.bool_))
+                    or not math.isfinite(value) or value < 0):
+                raise GradientError(f"{where}: {name} must be a finite number >= 0, got "
+                                    f"{value!r:.40}")
+        # numpy scalars become Python floats: an np.float64 lr would widen a float32 update.
+        self.hyper = {name: value if type(value) in (int, float) else float(value)
+                      for name, value in hyper.items()}
         self.state: dict[int, dict[str, Any]] = {id(p): {} for p in self.params}
 
     def zero_grad(self, set_to_none: bool = True) -> None:
@@ -66,8 +75,13 @@ class Optimizer:
 
     def step(self) -> None:
         """Update every parameter that has a gradient."""
-        for p in self.params:
+        for i, p in enumerate(self.params):
             if p.grad is not None:
+                if p.grad.shape != p.shape:  # (the .grad setter checks too; p.data may not)
+                    raise GradientError(
+                        f"{type(self).__name__}.step() at {user_source()}: parameter {i} is "
+                        f"{p.shape} but its .grad is {p.grad.shape}; call zero_grad() and "
+                        f"backward() again")
                 new = self.update(p.numpy(), p.grad.numpy(), self.state[id(p)])
                 p._data = np.asarray(new, dtype=p.dtype)  # a new array: saved ones stay
                 p._version += 1
@@ -93,6 +107,9 @@ class SGD(Optimizer):
                  nesterov: bool = False) -> None:
         super().__init__(params, lr=lr, momentum=momentum, dampening=dampening,
                          weight_decay=weight_decay)
+        if not isinstance(nesterov, (bool, np.bool_)):
+            raise GradientError(f"mg.optim.SGD at {user_source()}: nesterov is True or False, "
+                                f"got {nesterov!r:.40}")
         if nesterov and (momentum <= 0 or dampening != 0):
             raise GradientError("mg.optim.SGD: nesterov=True needs momentum > 0 and dampening 0")
         self.nesterov = nesterov
@@ -120,6 +137,9 @@ class Adam(Optimizer):
     def __init__(self, params: Iterable[Tensor], lr: float = 1e-3,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0.0) -> None:
+        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+            raise GradientError(f"mg.optim.Adam at {user_source()}: betas is a pair (beta1, "
+                                f"beta2) such as (0.9, 0.999), got {betas!r:.40}")
         beta1, beta2 = betas
         super().__init__(params, lr=lr, beta1=beta1, beta2=beta2, eps=eps,
                          weight_decay=weight_decay)

@@ -39,9 +39,12 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
+import unicodedata
 import zipfile
 import zlib
 from collections.abc import Callable
+from struct import error as struct_error
 from typing import Any
 
 import numpy as np
@@ -49,8 +52,8 @@ import numpy as np
 from . import attrs as A
 from . import shapes as S
 from .eager import Tensor, tensor
-from .errors import MinigraphError, SerializationError
-from .graph import Graph, Node
+from .errors import ArgumentError, MinigraphError, SerializationError
+from .graph import Graph, Node, name_problem
 from .ops import OPS
 from .session import Session
 from .tracing import ConcreteFunction, Function, pack
@@ -79,8 +82,8 @@ class LoadedFunction:
             raise MinigraphError(f"{self.__name__} has no outputs to compute; run its graph in "
                                  f"mg.Session(loaded.graph) and fetch nodes by name")
         if len(args) > len(params):
-            raise TypeError(f"{self.__name__} takes {len(params)} inputs "
-                            f"({', '.join(p.name for p in params)}), got {len(args)}")
+            raise ArgumentError(f"{self.__name__} takes {len(params)} inputs "
+                                f"({', '.join(p.name for p in params)}), got {len(args)}")
         feeds = dict(zip(params, args, strict=False))
         for key, value in kwargs.items():
             feeds[self.graph.node(key)] = value
@@ -203,6 +206,10 @@ MAX_JSON_BYTES = 64 << 20
 MAX_DEPTH = 32
 #: Node names and source lines longer than this are refused or cut (they only label nodes).
 MAX_NAME, MAX_SOURCE = 256, 512
+#: The most members a file may hold: graph.json and one array per constant, Variable or capture.
+MAX_MEMBERS = 100_000
+#: The only member names mg.save writes (a zip may hold any name: ``../x``, ``/etc/x``, twins).
+MEMBER_NAME = re.compile(r"(graph\.json|array_(?:0|[1-9][0-9]{0,8}))\.npy")
 
 
 def load(path: str | os.PathLike, *, max_bytes: int = MAX_BYTES) -> LoadedFunction:
@@ -220,6 +227,9 @@ def load(path: str | os.PathLike, *, max_bytes: int = MAX_BYTES) -> LoadedFuncti
         raise SerializationError(f"{where} is " + (
             "a truncated or corrupt zip archive" if zipped else
             "not a minigraph file: mg.save writes an .npz (zip) archive"))
+    declared = _declared_members(path)
+    if declared is not None and declared > MAX_MEMBERS:
+        raise SerializationError(_too_many(where, declared))
     try:
         with zipfile.ZipFile(path) as archive:
             return _Reader(where, archive, max_bytes).load()
@@ -229,10 +239,43 @@ def load(path: str | os.PathLike, *, max_bytes: int = MAX_BYTES) -> LoadedFuncti
         raise SerializationError(f"{where}: its values nest too deeply to read") from None
 
 
+def _declared_members(path: str | os.PathLike) -> int | None:
+    """How many members the zip's end record declares, read before ``zipfile`` builds an object
+    for each of them (a few MB of file can declare a million). ``None`` if it cannot be read."""
+    end_record = getattr(zipfile, "_EndRecData", None)  # private, but in every CPython since 2.x
+    if end_record is None:
+        return None
+    try:
+        with open(path, "rb") as file:
+            record = end_record(file)
+    except (OSError, ValueError, struct_error):
+        return None
+    return None if not record else record[4]  # _ECD_ENTRIES_TOTAL
+
+
+def _too_many(where: str, count: int) -> str:
+    return (f"{where} holds {count:,} members, more than the {MAX_MEMBERS:,} a minigraph file "
+            f"may hold (graph.json and one array per constant, Variable or captured tensor); "
+            f"it was not written by mg.save")
+
+
 class _Reader:
     def __init__(self, where: str, archive: zipfile.ZipFile, max_bytes: int) -> None:
         self.where, self.archive, self.budget, self.max_bytes = where, archive, max_bytes, max_bytes
-        self.members = {name.removesuffix(".npy"): name for name in archive.namelist()}
+        names = archive.namelist()
+        if len(names) > MAX_MEMBERS:
+            raise SerializationError(_too_many(where, len(names)))
+        self.members: dict[str, str] = {}
+        for name in names:
+            if not MEMBER_NAME.fullmatch(name):
+                raise self.error(f"holds a member named {_short(name)}; mg.save writes only "
+                                 f"graph.json.npy and array_<n>.npy, so the file was made or "
+                                 f"changed by something else")
+            if name.removesuffix(".npy") in self.members:
+                raise self.error(f"holds two members named {name!r}; a zip may, but then "
+                                 f"which one is meant is anyone's guess, so minigraph reads "
+                                 f"neither")
+            self.members[name.removesuffix(".npy")] = name
 
     def error(self, message: str) -> SerializationError:
         return SerializationError(f"{self.where}: {message}")
@@ -242,13 +285,13 @@ class _Reader:
         if doc.get("format") != FORMAT:
             raise self.error(f"not a minigraph graph: graph.json has format "
                              f"{_short(doc.get('format'))}, not {FORMAT!r}")
-        if doc.get("version") != VERSION:
+        if type(doc.get("version")) is not int or doc.get("version") != VERSION:
             raise self.error(f"format version {_short(doc.get('version'))} is not supported; "
                              f"this minigraph reads version {VERSION}")
         graph = self.graph(self.field(doc, "graph", dict, "the file"), "the graph", 0)
         name = doc.get("name")
         name = name[:MAX_NAME] if isinstance(name, str) and name.isprintable() else "loaded"
-        structure = self.structure(doc.get("structure"), len(graph.outputs), 0)
+        structure = self.structure(doc.get("structure"), len(graph.outputs))
         return LoadedFunction(graph, name, structure)
 
     # --- the archive: .npy members, read by their headers first ---------------------------------
@@ -259,11 +302,14 @@ class _Reader:
             raise self.error(f"{GRAPH_MEMBER} must be a 1-d uint8 array, got {raw.ndim}-d "
                              f"{raw.dtype}")
         try:
-            doc = json.loads(raw.tobytes().decode("utf-8"))
+            doc = json.loads(raw.tobytes().decode("utf-8"), parse_constant=_no_nan,
+                             object_pairs_hook=_unique_keys)
         except UnicodeDecodeError as e:
             raise self.error(f"{GRAPH_MEMBER} is not UTF-8 text: {e}") from None
-        except json.JSONDecodeError as e:
-            raise self.error(f"{GRAPH_MEMBER} is not valid JSON: {e}") from None
+        except _BadJSON as e:
+            raise self.error(f"{GRAPH_MEMBER} {e}") from None
+        except ValueError as e:  # JSONDecodeError, or an int of more than 4300 digits
+            raise self.error(f"{GRAPH_MEMBER} is not valid JSON: {_cut(str(e))}") from None
         except RecursionError:
             raise self.error(f"{GRAPH_MEMBER} nests its JSON too deeply to read (mg.save "
                              f"writes at most a few levels per sub-graph)") from None
@@ -271,6 +317,13 @@ class _Reader:
             raise self.error(f"{GRAPH_MEMBER} must hold a JSON object, got "
                              f"{type(doc).__name__}")
         return doc
+
+    def data(self, key: Any, user: str) -> np.ndarray:
+        """An ``array_<n>`` member (never graph.json) as an array: what ``$array`` refers to."""
+        if key == GRAPH_MEMBER:
+            raise self.error(f"{user} reads {GRAPH_MEMBER} as its data; arrays live in the "
+                             f"array_<n> members")
+        return self.array(key, user)
 
     def array(self, key: str, user: str, limit: int | None = None) -> np.ndarray:
         """Member ``key`` as an array; its header's shape and dtype are checked before reading."""
@@ -311,16 +364,18 @@ class _Reader:
             if read is None:
                 raise ValueError(f"npy format version {version} (minigraph reads 1.0 and 2.0)")
             shape, fortran, dtype = read(file)
-        except ValueError as e:
-            if "allow_pickle" in str(e) or "object" in str(e).lower():
-                raise self._pickled(key) from None
-            raise self.error(f"member {key!r} is not a .npy array ({e})") from None
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as e:
+            # numpy reads the header with ast.literal_eval, which runs nothing, and refuses
+            # headers over 10 000 bytes; what it says of a crafted one is its first line.
+            raise self.error(f"member {key!r} is not a .npy array: its header is malformed "
+                             f"({_cut(str(e).splitlines()[0] if str(e) else type(e).__name__)})"
+                             ) from None
         if dtype.hasobject:
             raise self._pickled(key)
         if dtype.name not in A.DTYPES:
             raise self.error(f"member {key!r} holds {dtype} values; a minigraph file holds "
                              f"only numbers ({', '.join(sorted(A.DTYPES))})")
-        if not all(isinstance(d, int) and d >= 0 for d in shape):
+        if not all(type(d) is int and d >= 0 for d in shape):  # (True is an int to Python)
             raise self.error(f"member {key!r} has a malformed shape {_short(shape)}")
         return tuple(shape), dtype, "F" if fortran else "C"
 
@@ -344,8 +399,15 @@ class _Reader:
             raise self.error(f"{what} is nested {depth} sub-graphs deep; the most a file may "
                              f"hold is {MAX_DEPTH}")
         graph = Graph()
+        skeletons: dict[str, str] = {}  # what each name looks like -> the name
         for i, spec in enumerate(self.field(obj, "nodes", list, what)):
-            self.node(graph, spec, f"node #{i} of {what}", depth)
+            node = self.node(graph, spec, f"node #{i} of {what}", depth,
+                             "" if depth == 0 else f" in {what}")
+            twin = skeletons.setdefault(_skeleton(node.name), node.name)
+            if twin != node.name:
+                raise self.error(f"node %{node.name} looks like node %{twin} but is another "
+                                 f"name ({_spelled(node.name, twin)}): look-alike names can "
+                                 f"pass one node off as another in a printed graph; rename one")
         outputs = self.field(obj, "outputs", list, what)
         for name in outputs:
             if not isinstance(name, str) or graph._by_name.get(name) is None:
@@ -354,12 +416,14 @@ class _Reader:
         graph.outputs = [graph.node(name) for name in outputs]
         return graph
 
-    def node(self, graph: Graph, spec: dict, what: str, depth: int) -> Node:
+    def node(self, graph: Graph, spec: dict, what: str, depth: int, inside: str) -> Node:
         name = self.field(spec, "name", str, what)
-        if len(name) > MAX_NAME or not name.isidentifier():
-            raise self.error(f"{what} is named {_short(name)}; node names are Python "
-                             f"identifiers of at most {MAX_NAME} characters")
-        what = f"node %{name}"
+        problem = name_problem(name) or (f"is longer than {MAX_NAME} characters"
+                                         if len(name) > MAX_NAME else None)
+        if problem:
+            raise self.error(f"{what} is named {_short(name)}, which {problem}; node names are "
+                             f"Python identifiers of at most {MAX_NAME} characters")
+        what = f"node %{name}{inside}"
         op = self.field(spec, "op", str, what)
         if name in graph._by_name:
             raise self.error(f"{what} appears twice; node names are unique")
@@ -392,6 +456,13 @@ class _Reader:
                                  f"{node.dtype} array ({size:,} bytes) when it runs, more than "
                                  f"max_bytes={self.max_bytes:,}; if you trust the file, pass a "
                                  f"larger mg.load(path, max_bytes=...)")
+        patches = _PATCH_ELEMENTS[op](node) if op in _PATCH_ELEMENTS else None
+        if patches is not None and node.dtype is not None and \
+                patches * node.dtype.itemsize > self.max_bytes:
+            raise self.error(f"{what} ({op}) would copy {patches:,} window values "
+                             f"({patches * node.dtype.itemsize:,} bytes) when it runs, more "
+                             f"than max_bytes={self.max_bytes:,}; if you trust the file, pass "
+                             f"a larger mg.load(path, max_bytes=...)")
         recorded = (spec.get("shape"), spec.get("dtype"))
         rebuilt = (list(node.shape), None if node.dtype is None else node.dtype.name)
         if recorded != rebuilt:
@@ -413,8 +484,8 @@ class _Reader:
                              f"{{'$tuple': [...]}}")
         (tag, body), = value.items()
         decoders: dict[str, Callable[[], Any]] = {
-            "$array": lambda: self.array(body, what),
-            "$tensor": lambda: tensor(self.array(body, what)),
+            "$array": lambda: self.data(body, what),
+            "$tensor": lambda: tensor(self.data(body, what)),
             "$tuple": lambda: tuple(self.items(body, what, depth, level)),
             "$slice": lambda: slice(*self.items(body, what, depth, level, length=3)),
             "$ellipsis": lambda: Ellipsis,
@@ -431,31 +502,49 @@ class _Reader:
             raise self.error(f"{what}: malformed value {_short(body)} (wants {want})")
         return [self.decode(v, what, depth, level + 1) for v in body]
 
-    def structure(self, tree: Any, n_outputs: int, level: int) -> Any:
-        """The saved output structure: output indices in tagged tuples, lists and dicts."""
-        def bad() -> SerializationError:
-            return self.error(f"its output structure {_short(tree)} does not match the graph's "
-                              f"{n_outputs} outputs")
+    def structure(self, tree: Any, n_outputs: int) -> Any:
+        """The saved output structure: output indices in tagged tuples, lists and dicts.
+
+        mg.save numbers the outputs 0, 1, 2, ... in the order the structure lists them, and a
+        LoadedFunction fills the structure in that order: so the leaves must be exactly that.
+        """
+        leaves = iter(range(n_outputs))
+        self._whole = tree  # (messages quote the whole structure)
+        out = self._structure(tree, leaves, 0)
+        if next(leaves, None) is not None or (tree is None and n_outputs):
+            raise self.error(f"its output structure {_short(tree)} does not hold each of the "
+                             f"graph's {n_outputs} outputs once, in order")
+        return out
+
+    def _structure(self, tree: Any, leaves: Any, level: int) -> Any:
+        def bad(why: str) -> SerializationError:
+            return self.error(f"its output structure {_short(self._whole)} is malformed: {why}")
 
         if level > MAX_DEPTH:
             raise self.error(f"its output structure nests more than {MAX_DEPTH} levels deep")
         if tree is None:
             return None
-        if isinstance(tree, int) and not isinstance(tree, bool):
-            if not 0 <= tree < n_outputs:
-                raise bad()
+        if type(tree) is int:
+            expected = next(leaves, None)
+            if tree != expected:
+                raise bad(f"output {tree} where output "
+                          f"{'(none: all are used)' if expected is None else expected} "
+                          f"comes next")
             return tree
         if not isinstance(tree, dict) or len(tree) != 1:
-            raise bad()
+            raise bad("a leaf is an output's index, a container {'$tuple'|'$list'|'$dict': "
+                      "[...]}")
         (tag, body), = tree.items()
         if tag not in ("$tuple", "$list", "$dict") or not isinstance(body, list):
-            raise bad()
+            raise bad(f"unknown tag {_short(tag)}")
         if tag == "$dict":
             if not all(isinstance(p, list) and len(p) == 2 and isinstance(p[0], str)
                        for p in body):
-                raise bad()
-            return {k: self.structure(t, n_outputs, level + 1) for k, t in body}
-        items = [self.structure(t, n_outputs, level + 1) for t in body]
+                raise bad("a $dict holds [key, value] pairs with string keys")
+            if len({k for k, _ in body}) != len(body):
+                raise bad("a $dict names one key twice")
+            return {k: self._structure(t, leaves, level + 1) for k, t in body}
+        items = [self._structure(t, leaves, level + 1) for t in body]
         return tuple(items) if tag == "$tuple" else items
 
 
@@ -470,3 +559,66 @@ def _short(value: Any) -> str:
     """``repr`` of a value from a file, cut short: messages quote files, never dump them."""
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _cut(text: str, limit: int = 120) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+class _BadJSON(ValueError):
+    """What graph.json holds that JSON parsers disagree on (minigraph refuses it)."""
+
+
+def _no_nan(constant: str) -> float:
+    """``Infinity`` may stand in a file (``mg.clip(x, max=inf)`` writes it); ``NaN`` may not."""
+    if constant == "NaN":
+        raise _BadJSON("holds NaN, which is no number an attr or shape may have")
+    return float(constant)
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
+    """A JSON object, refusing a key given twice (parsers differ on which one wins)."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        twice = next(k for i, (k, _) in enumerate(pairs) if k in dict(pairs[:i]))
+        raise _BadJSON(f"gives the key {_short(twice)} twice in one object; which one is meant "
+                       f"is anyone's guess")
+    return out
+
+
+#: Letters of other scripts that look like Latin ones: a few of Unicode's confusables, enough to
+#: catch ``х`` (Cyrillic) passed off as ``x``. NFKD then strips accents (``é`` looks like ``e``).
+_LOOKALIKES = str.maketrans(dict(zip(
+    "аеорсухіјѕԁԛԝһӏıАВЕКМНОРСТХІЈЅУΑΒΕΖΗΙΚΜΝΟΡΤΥΧοαικνρτυχ",
+    "aeopcyxijsdqwhliABEKMHOPCTXIJSYABEZHIKMNOPTYXoaikvptux", strict=True)))
+
+
+def _skeleton(name: str) -> str:
+    """What a name looks like: accents stripped, look-alike letters made Latin."""
+    bare = "".join(c for c in unicodedata.normalize("NFKD", name) if not unicodedata.combining(c))
+    return bare.translate(_LOOKALIKES)
+
+
+def _spelled(name: str, twin: str) -> str:
+    """The characters where two look-alike names differ, by their Unicode names."""
+    odd = [c for c in dict.fromkeys(name + twin) if not c.isascii()]
+    return ", ".join(f"{c} is U+{ord(c):04X} {unicodedata.name(c, '?')}" for c in odd[:3])
+
+
+def _elements(*sizes: int | None) -> int | None:
+    return None if None in sizes else math.prod(sizes)
+
+
+#: How many window values each convolution or pooling node copies when it runs (its im2col
+#: patches, ``(N, C, Ho, Wo, kh, kw)``): a small file can ask for a huge kernel on a big padding.
+_PATCH_ELEMENTS: dict[str, Callable[[Node], int | None]] = {
+    "conv2d": lambda n: _elements(n.shape[0], *n.shape[2:], *n.inputs[1].shape[1:]),
+    "conv2d_input_grad": lambda n: _elements(n.inputs[0].shape[0], *n.inputs[0].shape[2:],
+                                             *n.inputs[1].shape[1:]),
+    "conv2d_weight_grad": lambda n: _elements(n.inputs[0].shape[0], *n.inputs[0].shape[2:],
+                                              *n.shape[1:]),
+    **{op: lambda n: _elements(*n.shape, *n.attrs["kernel_size"])
+       for op in ("max_pool2d", "avg_pool2d", "max_pool2d_select")},
+    **{op: lambda n: _elements(*n.inputs[0].shape, *n.attrs["kernel_size"])
+       for op in ("max_pool2d_grad", "avg_pool2d_grad")},
+}

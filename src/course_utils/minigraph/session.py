@@ -22,7 +22,7 @@ nodes), optimizes that piece once, and caches the resulting plan per (fetches, f
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -158,8 +158,9 @@ class Session:
                 raise error(f"cannot {what} {key!r}: this Session's graph has no node of that "
                             f"name") from None
         if not isinstance(key, Node):
-            raise error(f"cannot {what} a {type(key).__name__}: {what}es are graph nodes or their "
-                        f"names (an eager tensor already has its value: call .numpy())")
+            raise error(f"cannot {what} a {type(key).__name__}: {what}{'e' * (what == 'fetch')}s "
+                        f"are graph nodes or their names (an eager tensor already has its "
+                        f"value: call .numpy())")
         if key not in self.graph:
             raise error(f"cannot {what} %{key.name} (defined at {key.source}): it belongs to "
                         f"another graph than this Session's; create the Session with "
@@ -167,6 +168,9 @@ class Session:
         return key
 
     def _feeds(self, feed_dict: dict) -> dict[str, np.ndarray]:
+        if not isinstance(feed_dict, Mapping):
+            raise FeedError(f"feed_dict at {user_source()} is a {type(feed_dict).__name__}; it "
+                            f"maps placeholders (or their names) to values: {{x: array}}")
         feeds = {}
         for key, value in feed_dict.items():
             node = self._node(key, "feed")

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import DTypeError, ShapeError
+from .errors import DTypeError, GraphError, ShapeError
 
 Shape = tuple[int | None, ...]
 Axis = int | tuple[int, ...] | None
@@ -77,8 +77,18 @@ def as_array(value: Any, weak: np.dtype | None = None, dtype: Any = None) -> np.
     >>> as_array(2, weak=np.dtype("float64")).dtype
     dtype('float64')
     """
+    if isinstance(value, int) and not isinstance(value, (bool, np.integer)) and \
+            not -(2**63) <= value < 2**64:
+        raise DTypeError(f"the int {value:.3e} does not fit in 64 bits; write it as a float "
+                         f"({float(value):.3e})")
     if dtype is not None:
-        arr = np.asarray(value, dtype=np.dtype(dtype))
+        try:
+            arr = np.asarray(value, dtype=np.dtype(dtype))
+        except ValueError:
+            if isinstance(value, (list, tuple)) and _ragged(value) != "rows of different lengths":
+                raise ShapeError(f"the nested lists are ragged ({_ragged(value)}); every row "
+                                 f"must have the same length") from None
+            raise
     elif isinstance(value, bool):
         arr = np.asarray(value)
     elif isinstance(value, (int, float)) and not (isinstance(value, np.generic) and weak is None):
@@ -439,6 +449,9 @@ def size_rule(x: Any, axis: Axis = None, dtype: str = "float32") -> tuple[Shape,
 
 
 def state_rule(ref: Any, value: Any) -> tuple[Shape, np.dtype]:
+    if getattr(ref, "op", "variable") != "variable":  # (in a graph, ref is a Node)
+        raise GraphError(f"only a Variable can be assigned to, not %{ref.name} ({ref.op}); "
+                         f"create the state with mg.Variable(initial_value)")
     if not compatible(tuple(ref.shape), tuple(value.shape)):
         raise ShapeError(f"cannot store a {format_shape(value.shape)} value in a "
                          f"{format_shape(ref.shape)} variable")
@@ -508,6 +521,40 @@ def pool_grad_rule(g: Any, like: Any, kernel_size: tuple[int, int],
 def pool_select_rule(u: Any, like: Any, kernel_size: tuple[int, int],
                      stride: tuple[int, int]) -> tuple[Shape, np.dtype]:
     return pool_rule(like, kernel_size, stride)[0], u.dtype
+
+
+def initializer_rule(*variables: Any) -> tuple[Shape, None]:
+    """An initializer's inputs are the Variables it sets."""
+    for v in variables:
+        if getattr(v, "op", "variable") != "variable":
+            raise GraphError(f"an initializer sets Variables, and %{v.name} is a {v.op}; "
+                             f"make it with mg.global_variables_initializer()")
+    return (), None
+
+
+def no_bool_rule(rule: Callable) -> Callable:
+    """The same rule, refusing bool inputs: numpy has no ``-`` for booleans (use ``~``)."""
+
+    def checked(*xs: Any, **attrs: Any) -> tuple[Shape, np.dtype]:
+        for i, x in enumerate(xs):
+            if x.dtype == np.dtype(bool):
+                raise DTypeError(f"input {i} is bool, and negating or subtracting booleans is "
+                                 f"not defined; cast it first with mg.cast(x, 'float32') (or "
+                                 f"'int64')")
+        return rule(*xs, **attrs)
+
+    return checked
+
+
+def clip_rule(x: Any, min: Any = None, max: Any = None) -> tuple[Shape, np.dtype]:  # noqa: A002
+    """clip keeps x's dtype, so an integer x takes only integer bounds (0.5 would be rounded)."""
+    if not is_float(x.dtype):
+        bad = [b for b in (min, max) if isinstance(b, float)]
+        if bad:
+            raise DTypeError(f"clip of {x.dtype} values with the float bound {bad[0]}: the "
+                             f"result keeps x's dtype, so the bound would be rounded; cast x "
+                             f"first with mg.cast(x, 'float32'), or give integer bounds")
+    return tuple(x.shape), x.dtype
 
 
 def var_rule(x: Any, axis: Axis = None, keepdims: bool = False,

@@ -56,7 +56,7 @@ import course_utils.minigraph as mg
 from . import attrs as A
 from . import shapes as S
 from .eager import TapeEntry, Tensor, is_grad_enabled
-from .errors import TracingError, user_source
+from .errors import ArgumentError, TracingError, user_source
 from .graph import Graph, Node, get_default_graph
 from .interpreter import Interpreter
 from .ops import Op, register_op
@@ -110,9 +110,10 @@ def _spec(path: str, value: Any) -> TensorSpec | PyArg:
     try:
         hash(value)
     except TypeError:
-        raise TypeError(f"argument {path} is a {type(value).__name__}, which is neither a tensor "
-                        f"nor hashable: mg.function keys its traces on the values of non-tensor "
-                        f"arguments, so pass a tensor, a tuple, or a hashable value") from None
+        raise ArgumentError(f"argument {path} is a {type(value).__name__}, which is neither a "
+                            f"tensor nor hashable: mg.function keys its traces on the values of "
+                            f"non-tensor arguments, so pass a tensor, a tuple, or a hashable "
+                            f"value") from None
     return PyArg(type(value).__name__, value)
 
 
@@ -432,7 +433,11 @@ class Function:
         return f"<mg.function {self.__name__}: {self.trace_count} traces>"
 
     def _lookup(self, args: tuple, kwargs: dict) -> tuple[ConcreteFunction, list[Any]]:
-        bound = self._signature.bind(*args, **kwargs)
+        try:
+            bound = self._signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise ArgumentError(f"{self.__name__}{self._signature} called at {user_source()}: "
+                                f"{e}") from None
         bound.apply_defaults()
         flat = [(path, leaf) for name, value in bound.arguments.items()
                 for path, leaf in leaves(value, name)]
@@ -468,5 +473,8 @@ def function(fn: Callable | None = None, *, autograph: bool = False) -> Any:
     ``mg.while_loop``. NB: ``tf.function(fn, autograph=True)``.
     """
     if fn is None:
-        return lambda f: Function(f, autograph=autograph)
+        return lambda f: function(f, autograph=autograph)
+    if not callable(fn) or not (autograph or hasattr(fn, "__code__")):
+        raise ArgumentError(f"mg.function at {user_source()} traces a Python function (def or "
+                            f"lambda), got {type(fn).__name__} {fn!r:.60}")
     return Function(fn, autograph=autograph)

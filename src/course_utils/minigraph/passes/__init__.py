@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from .. import session
-from ..graph import Graph, Node
+from ..graph import Graph, Node, expect_graph
 from .cse import eliminate_common_subexpressions
 from .dce import eliminate_dead_code
 from .fold import fold_constants
@@ -49,9 +49,11 @@ def optimize(graph: Graph, fetches: Sequence[Node | str] | Node | str | None = N
 
     The result's outputs are the fetches, with their names; every other node may be gone.
     """
+    graph = expect_graph(graph, "mg.optimize")
     if fetches is not None:
         fetches = fetches if isinstance(fetches, (list, tuple)) else [fetches]
-        nodes = [graph.node(f if isinstance(f, str) else f.name) for f in fetches]
+        nodes = [graph.node(f if isinstance(f, str) else getattr(f, "name", f))
+                 for f in fetches]
         graph = session.prune(graph, list(dict.fromkeys(nodes)))
     for _ in range(MAX_ROUNDS):
         before = structure(graph)
