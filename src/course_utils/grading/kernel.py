@@ -86,6 +86,7 @@ class Reply:
     seconds: float = 0.0
     kernel_lost: bool = False  # the kernel is gone after this request
     why_lost: str = ""  # e.g. "exited with code 1", "used more than 6 GiB of memory"
+    msg_id: str = ""  # the request's id (``Kernel.forged`` holds those answered twice)
 
 
 class KernelError(RuntimeError):
@@ -145,6 +146,10 @@ class Kernel:
         self.started_s = 0.0
         self.token = secrets.token_hex(12)  # marks every process of this kernel (environment)
         self._next_state_check = 0.0
+        #: Requests answered more than once: the first answer was forged by code in the kernel
+        #: (a learner's function can send an execute_reply for the check that calls it).
+        self.forged: set[str] = set()
+        self._answered: set[str] = set()
 
     # -- start -----------------------------------------------------------------------------
 
@@ -384,7 +389,7 @@ class Kernel:
             "code": code, "silent": silent, "store_history": store_history,
             "user_expressions": user_expressions or {}, "allow_stdin": False,
             "stop_on_error": False})
-        reply = Reply("ok")
+        reply = Reply("ok", msg_id=msg_id)
         out: list[str] = []
         kept = 0
         deadline, interrupted_at, result, result_at = t0 + timeout, None, None, 0.0
@@ -399,11 +404,16 @@ class Kernel:
                     idle = True  # its idle status may have been lost with the connection
                     continue
                 parent = msg.get("parent_header", {}).get("msg_id")
-                if parent != msg_id:
-                    continue
                 kind, content = msg["msg_type"], msg.get("content", {})
                 if name == "shell" and kind == "execute_reply":
-                    result, result_at = content, time.monotonic()
+                    if parent in self._answered or parent == msg_id and result is not None:
+                        self.forged.add(parent)
+                    elif parent == msg_id:
+                        result, result_at = content, time.monotonic()
+                        self._answered.add(msg_id)
+                    continue
+                if parent != msg_id:
+                    continue
                 elif name == "iopub" and kind == "status":
                     idle = content.get("execution_state") == "idle"
                 elif name == "iopub":

@@ -41,12 +41,26 @@ def probe(nonce, mode, want, B):
     """
     T = ().__class__.__class__  # the genuine `type`
     OBJ = ().__class__.__base__  # the genuine `object`
+    C_FUNCTION = OBJ.__subclasses__.__class__  # builtin_function_or_method
+    # The builtins this probe calls must be the interpreter's C functions, under their own
+    # names: `builtins.id = ...` would otherwise make the fingerprint lie about itself.
+    for k in ("id", "callable", "isinstance", "len", "getattr", "hasattr", "hash", "repr",
+              "any", "all", "__import__", "exec"):
+        if B[k].__class__ is not C_FUNCTION or B[k].__name__ != k:
+            raise RuntimeError("the builtin " + k + " was replaced")
+    for k, literal in (("list", []), ("dict", {}), ("str", ""), ("tuple", ()), ("bool", True)):
+        if B[k] is not literal.__class__:
+            raise RuntimeError("the builtin " + k + " was replaced")
     id_, callable_, isinstance_, len_ = B["id"], B["callable"], B["isinstance"], B["len"]
-    getattr_, hash_, frozenset_, list_ = B["getattr"], B["hash"], B["frozenset"], B["list"]
+    getattr_, hash_, list_ = B["getattr"], B["hash"], B["list"]
+    frozenset_ = [c for c in OBJ.__subclasses__() if c.__module__ == "builtins"
+                  and c.__name__ == "frozenset"][0]
     sys = B["__import__"]("sys")
     boot = [c for c in OBJ.__subclasses__() if c.__name__ == "BuiltinImporter"][0]
-    if boot.find_spec.__func__.__globals__.get("sys") is not sys:
-        sys = boot.find_spec.__func__.__globals__["sys"]  # reported below as tampering
+    path_finder = [c for c in OBJ.__subclasses__() if c.__name__ == "PathFinder"][0]
+    if boot.find_spec.__func__.__globals__.get("sys") is not sys \
+            or path_finder.find_spec.__func__.__globals__.get("sys") is not sys:
+        raise RuntimeError("sys was replaced")
     ModuleType = T(sys)
     json = B["__import__"]("json")
     if mode == "baseline":
@@ -262,9 +276,10 @@ def probe(nonce, mode, want, B):
     late = {}
     torch = sys.modules.get("torch")
     if torch is not None and hasattr(torch, "allclose"):
-        for k in ("allclose", "equal", "isclose"):
+        for k in ("allclose", "equal", "isclose"):  # C functions in torch
             obj = getattr_(torch, k, None)
-            late["torch." + k] = [f"{id_(obj):x}", bool(genuine(obj, k))]
+            late["torch." + k] = [f"{id_(obj):x}", obj.__class__ is C_FUNCTION
+                                  and bool(genuine(obj, k))]
         obj = getattr_(getattr_(torch, "testing", None), "assert_close", None)
         late["torch.testing.assert_close"] = [f"{id_(obj):x}", bool(genuine(obj, "assert_close"))]
     out["late"] = late

@@ -188,6 +188,13 @@ class NotebookRun:
             after = self._tampering(tamper.parse(self._nonce, "ok", reply.user_expressions),
                                     canary=canary)
             self._checked = True
+            if not self.alive():  # an honest kernel answers the canary after a check
+                reply.status, reply.kernel_lost = "dead", True
+                reply.why_lost = ("the kernel died right after the check, before the grader "
+                                  "could confirm its result")
+            if reply.msg_id in self.kernel.forged:
+                after.append("the check was answered twice: code in the kernel sent a reply "
+                             "of its own")
         result = self._judge(index, source, reply,
                              raises="raises-exception" in cell_tags or RAISES_MARK in source)
         changed = list(dict.fromkeys(before + after))
