@@ -196,6 +196,17 @@ def median_interval(values: Sequence[float],
     n = len(xs)
     if n == 0:
         raise ValueError("median_interval() needs at least one value")
+    k, coverage = _median_rank(n, confidence)
+    return xs[k - 1], xs[n - k], coverage
+
+
+def _median_rank(n: int, confidence: float) -> tuple[int, float]:
+    """The largest ``k`` whose ``[k-th smallest, k-th largest]`` of ``n`` values covers the
+    median with ``confidence``, and that coverage (``k = 1`` and its coverage if none does).
+
+    A module-level helper of its own so that exercise 10.4's checks can forbid it: an answer that
+    reaches :func:`median_interval` through any alias still calls this by its module name.
+    """
     total, below, k = 2 ** n, 0, 0  # exact integer counts: below = #{ways B < k}
     while k < (n + 1) // 2:  # try k + 1, which misses when B <= k on either side
         below_next = below + math.comb(n, k)
@@ -204,7 +215,7 @@ def median_interval(values: Sequence[float],
         below, k = below_next, k + 1
     if k == 0:  # too few values to reach `confidence`: the whole range, and what it does reach
         k, below = 1, 1
-    return xs[k - 1], xs[n - k], 1 - 2 * below / total
+    return k, 1 - 2 * below / total
 
 
 @dataclass(frozen=True)
@@ -256,12 +267,20 @@ def decide(ratio: Ratio, margin: float = MARGIN, confidence: float = CONFIDENCE)
         raise ValueError(f"margin={margin}: use a share of the baseline's time, e.g. 0.1")
     if ratio.low is None or ratio.coverage is None or ratio.coverage < confidence - 1e-12:
         return UNDECIDED
+    return _outcome(ratio.low, ratio.high, margin)
+
+
+def _outcome(low: float, high: float, margin: float) -> str:
+    """Where an interval ``[low, high]`` of a time ratio lies against the margin's two bounds.
+
+    Its own helper for the same reason as :func:`_median_rank` (exercise 10.4 forbids it).
+    """
     up, down = 1 + margin, 1 / (1 + margin)
-    if ratio.high < down:
+    if high < down:
         return FASTER
-    if ratio.low > up:
+    if low > up:
         return SLOWER
-    if down <= ratio.low and ratio.high <= up:
+    if down <= low and high <= up:
         return SAME
     return UNDECIDED
 
@@ -953,6 +972,13 @@ def break_even(first_call_s: float, per_call_s_graph: float,
     """
     if min(first_call_s, per_call_s_graph, per_call_s_eager) < 0:
         raise ValueError("break_even() takes times in seconds, which cannot be negative")
+    return _calls_to_repay(first_call_s, per_call_s_graph, per_call_s_eager)
+
+
+def _calls_to_repay(first_call_s: float, per_call_s_graph: float,
+                    per_call_s_eager: float) -> int | None:
+    """:func:`break_even`'s count; its own helper so that exercise 10.1's checks can forbid it
+    (an answer that reaches ``break_even`` through an alias still calls this by its name)."""
     if first_call_s <= per_call_s_eager:
         return 1
     saved_per_call = per_call_s_eager - per_call_s_graph
