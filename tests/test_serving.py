@@ -236,6 +236,8 @@ def test_load_test_explains_bad_arguments():
         serving.load_test({"m": ("127.0.0.1", 1)}, np.zeros(6), 1)
     with pytest.raises(ValueError, match="not started"):
         serving.load_test({"m": serving.Server(model)}, inputs, 1)
+    with pytest.raises(ValueError, match="max_time_s"):  # until= alone would add no round
+        serving.load_test({"m": ("127.0.0.1", 1)}, inputs, 1, until=lambda report: True)
 
 
 def result(label, concurrency, throughput, latencies, rnd, cpu=None):

@@ -733,8 +733,8 @@ def load_test(servers: dict[str, Any], inputs: np.ndarray, concurrency: int | Se
 
     ``rounds`` rounds always run. With ``until``, more follow, one at a time, until
     ``until(report)`` is true (say, every verdict you want is decided) or ``max_time_s`` seconds
-    have passed since the start: on a busy machine the test takes longer instead of deciding on
-    too little.
+    (required with ``until``) have passed since the start: on a busy machine the test takes
+    longer instead of deciding on too little.
 
     The clients run in one other Python process by default (it imports numpy and this module,
     nothing else), so that they do not compete with the servers for this process's interpreter
@@ -746,6 +746,9 @@ def load_test(servers: dict[str, Any], inputs: np.ndarray, concurrency: int | Se
                          f"got {concurrency!r}")
     if rounds < 1 or duration_s <= 0 or warmup_s < 0:
         raise ValueError("rounds must be at least 1, duration_s positive, warmup_s not negative")
+    if until is not None and max_time_s <= 0:
+        raise ValueError("until= adds rounds only within a time cap: give max_time_s, the seconds "
+                         "after which the test stops whether or not until() is satisfied")
     inputs = np.asarray(inputs, dtype=np.float32)
     if inputs.ndim != 2 or len(inputs) == 0:
         raise ValueError(f"inputs is a 2-D array, one request per row; got shape {inputs.shape}")
