@@ -397,11 +397,307 @@ def getitem_attr_of_the_wrong_kind_in_a_graph():
     return trigger, ["%getitem", "index=('1:2',)"], at, "basic slicing"
 
 
+# --- red team, round 2: bad inputs across the API ------------------------------------------------
+
+
+@bad(mg.FeedError)
+def feed_dict_that_is_a_list():
+    with mg.Graph().as_default() as g:
+        x = mg.placeholder((2,), name="x")
+        y = x * 2.0
+    trigger, at = (lambda: mg.Session(g).run(y, [(x, [1.0, 2.0])])), here()
+    return trigger, ["feed_dict", "list"], at, "{x: array}"
+
+
+@bad(mg.GraphError)
+def node_named_with_an_int():
+    with mg.Graph().as_default():
+        trigger, at = (lambda: mg.placeholder((2,), name=3)), here()
+    return trigger, ["node name 3", "placeholder"], at, "Python identifier (a str)"
+
+
+@bad(mg.GraphError)
+def node_with_a_dunder_name():
+    with mg.Graph().as_default():
+        x = mg.placeholder((2,), name="x")
+        trigger, at = (lambda: mg.exp(x, name="__class__")), here()
+    return trigger, ["'__class__'", "exp"], at, "drop the underscores (class)"
+
+
+@bad(mg.GraphError)
+def node_name_python_would_read_as_another():
+    with mg.Graph().as_default():
+        trigger, at = (lambda: mg.placeholder((2,), name="\uff58")), here()
+    return trigger, ["NFKC", "placeholder"], at, "name it 'x'"
+
+
+@bad(mg.GraphError)
+def codegen_of_a_traced_function():
+    f = mg.function(lambda a: a * 2.0)
+    trigger, at = (lambda: mg.codegen(f)), here()
+    return trigger, ["mg.codegen", "Function"], at, "f.get_graph(example_input)"
+
+
+@bad(mg.GraphError)
+def optimize_of_an_eager_tensor():
+    trigger, at = (lambda: mg.optimize(mg.tensor([1.0]))), here()
+    return trigger, ["mg.optimize", "Tensor"], at, "mg.Graph()"
+
+
+@bad(mg.GraphError)
+def codegen_output_that_is_not_a_node():
+    with mg.Graph().as_default() as g:
+        mg.placeholder((2,), name="x")
+    trigger, at = (lambda: mg.codegen(g, outputs=[3])), here()
+    return trigger, ["mg.codegen", "got 3"], at, "nodes of the graph or their names"
+
+
+@bad(mg.ArgumentError)
+def compiled_graph_called_without_its_input():
+    with mg.Graph().as_default() as g:
+        g.outputs = [mg.exp(mg.placeholder((2,), name="x"))]
+    f = mg.codegen(g)
+    trigger, at = (lambda: f()), here()
+    return trigger, ["compiled graph", "got 0"], at, "takes 1 inputs (x)"
+
+
+@bad(mg.FeedError)
+def compiled_graph_given_a_ragged_list():
+    with mg.Graph().as_default() as g:
+        x, at = mg.placeholder((None, 2), name="x"), here()
+        g.outputs = [mg.exp(x)]
+    f = mg.codegen(g)
+    return lambda: f([[1.0, 2.0], [3.0]]), ["%x", "ragged"], at, "pad the short ones"
+
+
+@bad(mg.ArgumentError)
+def traced_function_called_with_an_unknown_keyword():
+    @mg.function
+    def double(a):
+        return a * 2.0
+
+    trigger, at = (lambda: double(mg.tensor(1.0), b=2)), here()
+    return trigger, ["double(a)", "unexpected keyword argument 'b'"], at, "double(a)"
+
+
+@bad(mg.ArgumentError)
+def mg_function_of_something_not_callable():
+    trigger, at = (lambda: mg.function(3)), here()
+    return trigger, ["mg.function", "int"], at, "def or lambda"
+
+
+@bad(mg.TracingError)
+def backward_inside_a_traced_function():
+    def loss(a):
+        return mg.sum(a * a).backward()
+
+    at = f"test_minigraph_errors.py:{loss.__code__.co_firstlineno + 1}"
+    return lambda: mg.function(loss)(mg.tensor([1.0])), ["backward()", "%sum"], at, \
+        "mg.gradients(y, [x])"
+
+
+@bad(mg.TracingError)
+def requires_grad_set_on_a_symbol():
+    def body(a):
+        a.requires_grad = True
+        return a
+
+    at = f"test_minigraph_errors.py:{body.__code__.co_firstlineno + 1}"
+    return lambda: mg.function(body)(mg.tensor([1.0])), [".requires_grad", "%a"], at, \
+        "the tensors you call it with"
+
+
+@bad(mg.ArgumentError)
+def cond_branch_that_is_not_a_function():
+    f, at = mg.function(lambda a: mg.cond(mg.sum(a) > 0, a, lambda: -a)), here()
+    return lambda: f(mg.tensor([1.0])), ["mg.cond", "true_fn", "Node"], at, \
+        "a function of no arguments"
+
+
+@bad(mg.ArgumentError)
+def cond_branch_that_takes_an_argument():
+    trigger, at = (lambda: mg.cond(True, lambda z: z, lambda: 0.0)), here()
+    return trigger, ["mg.cond", "true_fn", "<lambda>(z)"], at, "must take no arguments"
+
+
+@bad(mg.ArgumentError)
+def while_loop_without_loop_variables():
+    trigger, at = (lambda: mg.while_loop(lambda: True, lambda: (), [])), here()
+    return trigger, ["mg.while_loop", "loop_vars is empty"], at, "at least one value"
+
+
+@bad(mg.ArgumentError)
+def while_loop_over_a_dict():
+    trigger, at = (lambda: mg.while_loop(lambda v: False, lambda v: v, {"v": 1.0})), here()
+    return trigger, ["mg.while_loop", "dict"], at, "list or tuple"
+
+
+@bad(mg.ArgumentError)
+def while_loop_body_with_the_wrong_arity():
+    init = [mg.tensor(0), mg.tensor(1.0)]
+    trigger, at = (lambda: mg.while_loop(lambda i, v: i < 3, lambda i: i + 1, init)), here()
+    return trigger, ["mg.while_loop", "body_fn", "2 arguments"], at, "one per loop variable"
+
+
+@bad(mg.TracingError)
+def eager_while_body_returning_two_values_for_one():
+    trigger, at = (lambda: mg.while_loop(lambda v: v < 3, lambda v: (v + 1, v), [1])), here()
+    return trigger, ["mg.while_loop", "2 values for 1 loop variables"], at, \
+        "one new value per loop variable"
+
+
+@bad(mg.GraphError)
+def variable_created_inside_a_cond_branch():
+    def branch(a):
+        return mg.cond(mg.sum(a) > 0, lambda: a * mg.Variable(2.0, name="w"), lambda: a)
+
+    at = f"test_minigraph_errors.py:{branch.__code__.co_firstlineno + 1}"
+    return lambda: mg.function(branch)(mg.tensor([1.0])), ["%cond", "true_fn holds %w"], at, \
+        "outside cond and while_loop"
+
+
+@bad(mg.GraphError)
+def assign_to_a_placeholder_through_apply():
+    with mg.Graph().as_default():
+        x = mg.placeholder((2,), name="x")
+        trigger, at = (lambda: mg.apply("assign", [x, x])), here()
+    return trigger, ["%assign", "%x (placeholder)"], at, "mg.Variable(initial_value)"
+
+
+@bad(mg.GradientError)
+def grad_ys_of_the_wrong_shape():
+    with mg.Graph().as_default():
+        x = mg.placeholder((2,), name="x")
+        y = mg.sum(x * x, name="y")
+        seed = mg.constant(np.ones(3, np.float32))
+        trigger, at = (lambda: mg.gradients(y, [x], grad_ys=[seed])), here()
+    return trigger, ["grad_ys[0]", "(3,) float32", "%y"], at, "has its y's shape"
+
+
+@bad(mg.DTypeError)
+def clip_of_integers_with_a_float_bound():
+    t = mg.tensor([1, 2, 3])
+    trigger, at = (lambda: mg.clip(t, 0.5, 2.5)), here()
+    return trigger, ["clip", "int64", "0.5"], at, "mg.cast(x, 'float32')"
+
+
+@bad(mg.DTypeError)
+def negating_booleans():
+    t = mg.tensor([True, False])
+    trigger, at = (lambda: -t), here()
+    return trigger, ["neg", "bool"], at, "mg.cast(x, 'float32')"
+
+
+@bad(mg.ShapeError)
+def max_over_an_empty_axis():
+    t = mg.tensor(np.zeros((0, 3)))
+    trigger, at = (lambda: mg.max(t, axis=0)), here()
+    return trigger, ["max", "axis 0 of (0, 3)"], at, "reduce a non-empty axis"
+
+
+@bad(mg.ShapeError)
+def sum_over_a_negative_axis_out_of_range():
+    t = mg.tensor(np.zeros((2, 3)))
+    trigger, at = (lambda: mg.sum(t, axis=-3)), here()
+    return trigger, ["sum", "axis -3"], at, "its axes are -2 to 1"
+
+
+@bad(mg.ShapeError)
+def conv2d_with_stride_zero():
+    x, w = mg.tensor(np.zeros((1, 1, 5, 5))), mg.tensor(np.zeros((1, 1, 3, 3)))
+    trigger, at = (lambda: mg.conv2d(x, w, stride=0)), here()
+    return trigger, ["mg.conv2d", "stride=0"], at, "positive int"
+
+
+@bad(mg.ShapeError)
+def conv2d_kernel_larger_than_the_image():
+    x, w = mg.tensor(np.zeros((1, 1, 3, 3))), mg.tensor(np.zeros((1, 1, 5, 5)))
+    trigger, at = (lambda: mg.conv2d(x, w)), here()
+    return trigger, ["conv2d", "5x5 window", "3x3 image"], at, "pad more"
+
+
+@bad(mg.ShapeError)
+def max_pool_with_a_kernel_of_one_number():
+    x = mg.tensor(np.zeros((1, 1, 4, 4)))
+    trigger, at = (lambda: mg.max_pool2d(x, (2,))), here()
+    return trigger, ["mg.max_pool2d", "kernel_size=(2,)"], at, "two (height, width)"
+
+
+@bad(mg.DTypeError)
+def log_of_booleans():
+    t = mg.tensor([True, False])
+    trigger, at = (lambda: mg.log(t)), here()
+    return trigger, ["log", "bool"], at, "mg.cast(x, 'float32')"
+
+
+@bad(mg.GradientError)
+def grad_of_the_wrong_shape():
+    w = mg.tensor([1.0, 2.0], requires_grad=True)
+    trigger, at = (lambda: setattr(w, "grad", mg.tensor([1.0]))), here()
+    return trigger, [".grad", "(2,) here", "(1,)"], at, ".grad = None"
+
+
+@bad(mg.ShapeError)
+def data_of_another_shape_for_a_parameter():
+    w = mg.tensor([1.0, 2.0], requires_grad=True)
+    trigger, at = (lambda: setattr(w, "data", np.zeros(3, np.float32))), here()
+    return trigger, ["tensor.data", "(2,) float32", "(3,) float32"], at, \
+        "mg.tensor(value, requires_grad=True)"
+
+
+@bad(mg.DTypeError)
+def data_of_integers_for_a_parameter():
+    w = mg.tensor([1.0, 2.0], requires_grad=True)
+    trigger, at = (lambda: setattr(w, "data", np.array([1, 2]))), here()
+    return trigger, ["tensor.data", "int64"], at, "value.astype('float32')"
+
+
+@bad(mg.GradientError)
+def optimizer_given_one_parameter_twice():
+    w = mg.tensor([1.0], requires_grad=True)
+    trigger, at = (lambda: mg.optim.SGD([w, w], lr=0.1)), here()
+    return trigger, ["mg.optim.SGD", "parameter 1 is parameter 0"], at, "List each tensor once"
+
+
+@bad(mg.GradientError)
+def learning_rate_that_is_nan():
+    w = mg.tensor([1.0], requires_grad=True)
+    trigger, at = (lambda: mg.optim.Adam([w], lr=float("nan"))), here()
+    return trigger, ["mg.optim.Adam", "lr", "nan"], at, "finite number >= 0"
+
+
+@bad(mg.GradientError)
+def adam_betas_that_are_not_a_pair():
+    w = mg.tensor([1.0], requires_grad=True)
+    trigger, at = (lambda: mg.optim.Adam([w], betas=0.9)), here()
+    return trigger, ["mg.optim.Adam", "betas"], at, "(0.9, 0.999)"
+
+
+@bad(mg.ArgumentError)
+def create_graph_given_as_a_string():
+    w = mg.tensor(2.0, requires_grad=True)
+    trigger, at = (lambda: (w * w).backward(create_graph="yes")), here()
+    return trigger, ["backward()", "create_graph", "'yes'"], at, "True or False"
+
+
+@bad(mg.DTypeError)
+def backward_seeded_with_strings():
+    w = mg.tensor([2.0], requires_grad=True)
+    trigger, at = (lambda: (w * w).backward(gradient=["x"])), here()
+    return trigger, ["backward()", "gradient="], at, "float32"
+
+
+@bad(mg.DTypeError)
+def tensor_of_an_int_too_large_for_64_bits():
+    trigger, at = (lambda: mg.tensor(10**30)), here()
+    return trigger, ["mg.tensor", "64 bits"], at, "write it as a float"
+
+
 # --- the test -----------------------------------------------------------------------------------
 
 
 def test_the_catalogue_is_large() -> None:
-    assert len(CATALOGUE) >= 20
+    assert len(CATALOGUE) >= 75
 
 
 @pytest.mark.parametrize("name", CATALOGUE)

@@ -28,7 +28,7 @@ from typing import Any
 import course_utils.minigraph as mg
 
 from . import shapes as S
-from .errors import GradientError, GraphError, user_source
+from .errors import DTypeError, GradientError, GraphError, user_source
 
 Record = tuple[Any, tuple, dict]  # (op, inputs, attrs)
 
@@ -130,6 +130,14 @@ def gradients(ys: Any, xs: Any, grad_ys: Any = None) -> list[Any]:
     start = len(graph.nodes)
     seeds = [mg.ones_like(y) if s is None else graph.lift(s, y.dtype)
              for y, s in zip(ys, seeds_in, strict=True)]
+    for i, (y, s) in enumerate(zip(ys, seeds, strict=True)):
+        if seeds_in[i] is None:
+            continue
+        if not S.compatible(tuple(y.shape), tuple(s.shape)) or not S.is_float(s.dtype):
+            raise (GradientError if S.is_float(s.dtype) else DTypeError)(
+                f"mg.gradients at {user_source()}: grad_ys[{i}] is {s.type_str()} but "
+                f"%{y.name} (defined at {y.source}) is {y.type_str()}; a seed gradient has its "
+                f"y's shape and a float dtype (the default, ones, is mg.ones_like(y))")
 
     def record_of(n: Any) -> Record | None:
         op = mg.OPS[n.op]

@@ -407,7 +407,7 @@ _builtin("mean", lambda x, axis=None, keepdims=False: np.mean(x, axis=axis, keep
               / mg.size(x, axis=axis, dtype=g.dtype.name),),
          "mean over axis", attrs=REDUCE)
 _builtin("max", lambda x, axis=None, keepdims=False: np.max(x, axis=axis, keepdims=keepdims),
-         S.reduce_rule, _max_vjp, "max over axis", attrs=REDUCE)
+         S.max_rule, _max_vjp, "max over axis", attrs=REDUCE)
 _builtin("logsumexp", _logsumexp, S.float_only(S.reduce_rule), _logsumexp_vjp,
          "log(sum(exp(x))) over axis, computed stably", attrs=REDUCE)
 _builtin("var", lambda x, axis=None, keepdims=False, ddof=0:

@@ -217,7 +217,9 @@ def normalize_axes(axis: Axis, ndim: int) -> tuple[int, ...]:
     axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
     for a in axes:
         if not -ndim <= a < ndim:
-            raise ShapeError(f"axis {a} is out of range for a value of rank {ndim}")
+            raise ShapeError(f"axis {a} is out of range for a value of rank {ndim}" + (
+                f" (its axes are {-ndim} to {ndim - 1})" if ndim else
+                " (a scalar has no axes: axis=None)"))
     out = tuple(sorted(int(a) % ndim for a in axes))
     if len(set(out)) != len(out):
         raise ShapeError(f"axis {axis} repeats an axis")
@@ -388,6 +390,17 @@ def where_rule(cond: Any, x: Any, y: Any) -> tuple[Shape, np.dtype]:
 
 def reduce_rule(x: Any, axis: Axis = None, keepdims: bool = False) -> tuple[Shape, np.dtype]:
     return reduce_shape(x.shape, axis, keepdims), x.dtype
+
+
+def max_rule(x: Any, axis: Axis = None, keepdims: bool = False) -> tuple[Shape, np.dtype]:
+    """A reduction with no identity: the max of no numbers is not defined (numpy refuses too)."""
+    shape = reduce_shape(x.shape, axis, keepdims)
+    empty = [a for a in normalize_axes(axis, len(x.shape)) if x.shape[a] == 0]
+    if empty:
+        raise ShapeError(f"max over axis {empty[0]} of {format_shape(x.shape)}, which has no "
+                         f"elements: the max of nothing is not defined; reduce a non-empty "
+                         f"axis, or use mg.logsumexp (-inf over nothing)")
+    return shape, x.dtype
 
 
 def softmax_rule(x: Any, axis: int = -1) -> tuple[Shape, np.dtype]:
