@@ -113,7 +113,8 @@ class NotebookRun:
                              startup_timeout=self.startup_timeout)
         self.kernel.start()
         self.sent, self._count, self._baseline, self._expected = [], {}, None, None
-        self._last_canary = None
+        self._last: dict | None = None  # see _tampering
+        self._shown: str | None = None
         if self.probe:
             data, problem = self._fingerprint("baseline")
             if data is None:
@@ -166,7 +167,8 @@ class NotebookRun:
 
         Around a check cell: a fingerprint just before it (unless the cell before was a check,
         which left the kernel fingerprinted), one taken right after it in the same request (a
-        user expression, evaluated when the check passed), and a canary after it.
+        user expression, evaluated when the check passed), and a canary after it. The last
+        exception IPython showed must be the same before and after a check that passed.
         """
         source = cell if isinstance(cell, str) else str(cell.get("source", ""))
         cell_tags = [] if isinstance(cell, str) else tags(cell)
@@ -179,14 +181,15 @@ class NotebookRun:
         if check:
             self.check_cells.add(index)
         probing = check and self.probe and self._baseline is not None
-        before = self._tampering() if probing and not self._checked else []
-        canary = self._last_canary  # the canary that ran just before the check
-        expressions = {"probe": tamper.probe_expression(self._nonce)} if probing else None
+        before = self._tampering(canary=False) if probing and not self._checked else []
+        last = self._last  # the last exception IPython showed, as the check must leave it
+        expressions = {"probe": tamper.probe_expression(
+            self._nonce, known=self._baseline.quick)} if probing else None
         reply = self._execute(index, source, user_expressions=expressions)
         after = []
         if probing and reply.status == "ok":
             after = self._tampering(tamper.parse(self._nonce, "ok", reply.user_expressions),
-                                    canary=canary)
+                                    last=last)
             self._checked = True
             if not self.alive():  # an honest kernel answers the canary after a check
                 reply.status, reply.kernel_lost = "dead", True
@@ -287,8 +290,13 @@ class NotebookRun:
         assert self.kernel is not None
         reply = self.kernel.execute("", 90.0 if mode == "baseline" else 30.0, silent=True,
                                     store_history=False, user_expressions={
-                                        "probe": tamper.probe_expression(self._nonce, mode, want)})
-        return tamper.parse(self._nonce, reply.status, reply.user_expressions)
+                                        "probe": tamper.probe_expression(
+                                            self._nonce, mode, want, self._baseline.quick
+                                            if self._baseline is not None else None)})
+        found = tamper.parse(self._nonce, reply.status, reply.user_expressions)
+        if found[0] is not None:
+            self._shown = found[0].get("last", {}).get("shown")
+        return found
 
     def _details(self, groups: list[str]) -> dict | None:
         data, _ = self._fingerprint("detail", groups)
@@ -302,24 +310,28 @@ class NotebookRun:
         if reply.kernel_lost:
             return ""
         problem = tamper.check_canary(nonce, reply.status, reply.ename, reply.evalue)
-        self._last_canary = None if problem else nonce
+        self._last = {"canary": nonce} if not problem else None
         return problem
 
     def _tampering(self, probed: tuple[dict | None, str] | None = None, *,
-                   canary: str | None = None) -> list[str]:
+                   last: dict | None = None, canary: bool = True) -> list[str]:
         """What changed since the baseline (empty: nothing), from a fingerprint (``probed``: the
-        one taken in a check's own request, right after it; else a fresh probe) and a canary.
-        ``canary``: the nonce of the canary that ran before that check."""
+        one taken in a check's own request, right after it; else a fresh probe), and a canary
+        (``canary``). ``last``: the last exception IPython showed before that check."""
         if self.kernel is None or not self.kernel.alive() or self._baseline is None:
             return []
         now, problem = probed if probed is not None else self._fingerprint()
         changes = []
+        self._last = None
         if now is not None:
             changes = tamper.compare(self._baseline, now, self._details)
             if self._expected is None or self._expected[0] != len(self.sent):
                 self._expected = (len(self.sent), tamper.expected_history(self.sent))
             changes += [p for p in (tamper.check_history(now, self._expected[1]),
-                                    tamper.check_last(now, canary) if probed else "") if p]
+                                    tamper.check_last(now, last) if probed else "") if p]
+            self._last = {"id": self._shown}  # the last probe's answer (a detail one, maybe)
+        if not canary:
+            return changes if now is not None else [problem] if self.kernel.alive() else []
         canary_problem = self._canary()
         if now is None:
             return [problem, canary_problem] if canary_problem else [problem] \

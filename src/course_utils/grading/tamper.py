@@ -49,6 +49,7 @@ least nothing outside the kernel can be touched.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Callable, Iterable
@@ -57,7 +58,7 @@ from pathlib import Path
 from typing import Any
 
 _SOURCE = (Path(__file__).with_name("probe_source.py").read_text(encoding="utf-8")
-           + "\nraise Exception(probe(nonce, mode, want, __builtins__))\n")
+           + "\nraise probe(nonce, mode, want, known, __builtins__)\n")
 #: The interpreter's builtins, found without a name lookup: functions of the import system,
 #: made at start-up, keep the builtins they were made with (a learner's ``__builtins__`` cannot
 #: change them). Three of them must agree and come from the frozen bootstrap, and ``exec`` must
@@ -76,10 +77,13 @@ _ANCHOR = ("(lambda F: F[0] if F[0] is F[1] is F[2] and F[0]['exec'].__class__ i
            f"{_FIRST.format('ModuleSpec')}.__init__.__code__.co_filename))")
 
 
-def probe_expression(nonce: str, mode: str = "check", want: Iterable[str] = ()) -> str:
-    """The user expression that runs the probe (see the module docstring)."""
+def probe_expression(nonce: str, mode: str = "check", want: Iterable[str] = (),
+                     known: dict[str, int] | None = None) -> str:
+    """The user expression that runs the probe (see the module docstring). ``known``: the
+    quick hashes of the last probe (``Baseline.quick``), to skip modules that did not change."""
     return (f"(lambda B: B['exec']({_SOURCE!r}, {{'__builtins__': B, 'nonce': {nonce!r}, "
-            f"'mode': {mode!r}, 'want': {sorted(want)!r}}}))({_ANCHOR})")
+            f"'mode': {mode!r}, 'want': {sorted(want)!r}, 'known': {dict(known or {})!r}}}))"
+            f"({_ANCHOR})")
 
 
 def parse(nonce: str, reply_status: str, expressions: dict[str, Any]
@@ -120,17 +124,19 @@ def check_canary(nonce: str, status: str, ename: str, evalue: str) -> str:
     return ""
 
 
-def check_last(now: dict[str, Any], canary: str | None) -> str:
+def check_last(now: dict[str, Any], before: dict[str, Any] | None) -> str:
     """'' if the kernel recorded no error for the check that was just reported as passing.
 
-    ``canary``: the nonce of the canary that ran right before the check (its exception is
-    ``sys.last_value`` unless the check raised one), or None when none ran.
+    ``before``: ``sys.last_value`` (the last exception IPython showed) before the check, as
+    ``{"canary": nonce}`` (the canary's) or ``{"id": ...}`` (from the probe before it); it must
+    be the same after a check that passed. None: not known.
     """
     last = now.get("last", {})
     if last.get("errors"):
         return ("a check that raised an exception was reported as passing (IPython recorded "
                 f"{' and '.join(last['errors'])})")
-    if canary is not None and last.get("canary") != canary:
+    if before and ("canary" in before and last.get("canary") != before["canary"]
+                   or "id" in before and last.get("id") != before["id"]):
         return ("a check that raised an exception was reported as passing (IPython showed "
                 f"a {last.get('type')} during the check)")
     return ""
@@ -144,10 +150,14 @@ class Baseline:
     details: dict[str, dict[str, str]]
     accepted: dict[str, int]  # group -> the hash known to hold no tampering
     late: dict[str, str] = field(default_factory=dict)  # first-seen tokens of late helpers
+    quick: dict[str, int] = field(default_factory=dict)  # module -> its quick hash, last probe
+    last: dict[str, int] = field(default_factory=dict)  # module -> its hash, last probe
 
     @classmethod
     def of(cls, data: dict[str, Any]) -> Baseline:
-        return cls(data, data.get("details", {}), dict(data.get("groups", {})))
+        groups = dict(data.get("groups", {}))
+        return cls(data, data.get("details", {}), dict(groups), quick=dict(data.get("quick", {})),
+                   last=groups)
 
 
 #: Entries whose changes are named, for a learner, in words.
@@ -223,7 +233,12 @@ def compare(baseline: Baseline, now: dict[str, Any],
     ``fetch(groups)`` asks the kernel for the entries of groups whose hash differs.
     """
     base, changed = baseline.data, []
-    groups = now.get("groups", {})
+    groups = dict(now.get("groups", {}))
+    for group, quick in now.get("quick", {}).items():  # not walked: unchanged since last time
+        if group not in groups and baseline.quick.get(group) == quick and group in baseline.last:
+            groups[group] = baseline.last[group]
+    baseline.quick.update(now.get("quick", {}))
+    baseline.last.update(groups)
     differ = []
     for group, value in baseline.accepted.items():
         if group not in groups:
@@ -277,6 +292,7 @@ def compare(baseline: Baseline, now: dict[str, Any],
     return sorted(dict.fromkeys(changed))
 
 
+@functools.lru_cache(maxsize=4096)
 def _transform(source: str) -> str:
     """What IPython stores in ``In`` for a cell (its input transformations, e.g. magics)."""
     from IPython.core.inputtransformer2 import TransformerManager
