@@ -688,6 +688,13 @@ def backward_seeded_with_strings():
 
 
 @bad(mg.DTypeError)
+def and_of_float_values():
+    t = mg.tensor([1.0, -1.0])
+    trigger, at = (lambda: (t > 0) & t), here()
+    return trigger, ["`&`", "float32"], at, "(x > 0) & (x < 1)"
+
+
+@bad(mg.DTypeError)
 def tensor_of_an_int_too_large_for_64_bits():
     trigger, at = (lambda: mg.tensor(10**30)), here()
     return trigger, ["mg.tensor", "64 bits"], at, "write it as a float"

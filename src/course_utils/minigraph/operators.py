@@ -12,8 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 # Looked up when an operator runs, after the package has finished importing.
 import course_utils.minigraph as mg
+
+from .errors import DTypeError, user_source
 
 
 class Operators:
@@ -77,6 +81,25 @@ class Operators:
 
     __hash__ = object.__hash__  # identity, like __eq__
 
+    # & | ~ combine comparisons: logical and, or, not of bool values, as in numpy and PyTorch.
+    def __and__(self, other: Any) -> Any:
+        return mg.where(*_bools("&", self, other), False)
+
+    def __rand__(self, other: Any) -> Any:
+        return mg.where(*_bools("&", other, self), False)
+
+    def __or__(self, other: Any) -> Any:
+        a, b = _bools("|", self, other)
+        return mg.where(a, True, b)
+
+    def __ror__(self, other: Any) -> Any:
+        a, b = _bools("|", other, self)
+        return mg.where(a, True, b)
+
+    def __invert__(self) -> Any:
+        (a,) = _bools("~", self)
+        return mg.where(a, False, True)
+
     def __getitem__(self, index: Any) -> Any:
         return mg.getitem(self, index)
 
@@ -99,3 +122,15 @@ class Operators:
 
     def reshape(self, *shape: Any) -> Any:
         return mg.reshape(self, shape[0] if len(shape) == 1 else shape)
+
+
+def _bools(symbol: str, *values: Any) -> tuple[Any, ...]:
+    """``values`` if each is a bool value (or a Python bool); else a ``DTypeError``."""
+    for v in values:
+        dtype = getattr(v, "dtype", None)
+        if not isinstance(v, (bool, np.bool_)) and (dtype is None or dtype.kind != "b"):
+            what = dtype if dtype is not None else type(v).__name__
+            raise DTypeError(f"`{symbol}` at {user_source()} combines bool values (comparisons, "
+                             f"such as (x > 0) & (x < 1)), got {what}; compare first, or cast "
+                             f"with mg.cast(x, 'bool')")
+    return values
