@@ -346,3 +346,13 @@ def test_a_traced_call_keeps_its_own_copy_of_raw_array_arguments():
     mask[:] = False
     y.backward()
     np.testing.assert_array_equal(w.grad.numpy(), [3.0, 3.0])
+
+
+def test_dict_keys_of_any_text_become_distinct_node_names() -> None:
+    # A fullwidth key is read as "x" by Python: its placeholder must not clash with key "x".
+    f = mg.function(lambda d: d["a b"] * 1.0 + d["\uff58"] * 2.0 + d["x"] * 4.0)
+    t = {"a b": mg.tensor(1.0), "\uff58": mg.tensor(1.0), "x": mg.tensor(1.0)}
+    assert f(t).item() == 7.0
+    names = [p.name for p in f.get_graph(t).placeholders()]
+    assert names == ["d_a_b", "d_x", "d_x_1"]
+    assert mg.codegen(f.get_graph(t))(1.0, 1.0, 1.0) == 7.0

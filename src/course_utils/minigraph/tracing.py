@@ -46,6 +46,7 @@ import functools
 import inspect
 import os
 import re
+import unicodedata
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
@@ -180,8 +181,9 @@ def structure(tree: Any) -> Any:
 
 
 def _identifier(path: str) -> str:
-    """``params[0][1]`` -> ``params_0_1``: a node name for an argument leaf."""
-    return re.sub(r"\W+", "_", path).strip("_") or "arg"
+    """``params[0][1]`` -> ``params_0_1``: a node name for an argument leaf (dict keys may be
+    any text: ``ｘ`` is written ``x``, as Python would read it)."""
+    return re.sub(r"\W+", "_", unicodedata.normalize("NFKC", path)).strip("_") or "arg"
 
 
 # --- the graph of a function ---------------------------------------------------------------------
