@@ -694,6 +694,34 @@ def and_of_float_values():
     return trigger, ["`&`", "float32"], at, "(x > 0) & (x < 1)"
 
 
+@bad(mg.GraphError)
+def eager_op_given_an_attr_it_does_not_take():
+    t = mg.tensor([[1.0, 2.0]])
+    trigger, at = (lambda: mg.apply("sum", [t], axes=0)), here()
+    return trigger, ["sum", "no attr 'axes'"], at, "its attrs: axis, keepdims"
+
+
+@bad(mg.ShapeError)
+def if_on_a_tensor_of_many_numbers():
+    t = mg.tensor([1.0, -1.0])
+    trigger, at = (lambda: bool(t > 0)), here()
+    return trigger, ["bool()", "shape (2,)"], at, "(t > 0).numpy().all()"
+
+
+@bad(mg.ShapeError)
+def item_of_a_tensor_of_many_numbers():
+    t = mg.tensor([1.0, -1.0])
+    trigger, at = (lambda: t.item()), here()
+    return trigger, ["item()", "shape (2,)"], at, ".sum()"
+
+
+@bad(mg.ShapeError)
+def len_of_a_scalar_tensor():
+    t = mg.tensor(1.0)
+    trigger, at = (lambda: len(t)), here()
+    return trigger, ["len()", "0-d tensor"], at, ".item()"
+
+
 @bad(mg.DTypeError)
 def tensor_of_an_int_too_large_for_64_bits():
     trigger, at = (lambda: mg.tensor(10**30)), here()

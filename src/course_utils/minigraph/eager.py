@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from . import attrs as A
 from . import shapes as S
 from .autodiff import backprop
 from .errors import (
@@ -285,7 +286,18 @@ class Tensor(Operators):
         self._version += 1
 
     def item(self) -> float | int | bool:
-        return self._data.item()
+        """The one number this tensor holds, as a Python number."""
+        return self._one("item()").item()
+
+    def _one(self, what: str) -> np.ndarray:
+        """The array, if it holds exactly one number (what ``item()``, ``float()``, ``if``
+        need); else a ``ShapeError`` saying how to get one number from it."""
+        if self._data.size != 1:
+            raise ShapeError(f"{what} at {user_source()} needs a tensor of one number, but this "
+                             f"one has shape {self.shape} ({self._data.size} numbers): reduce it "
+                             f"first, e.g. .sum(), .max(), (t > 0).numpy().all(), or index one "
+                             f"element")
+        return self._data
 
     def detach(self) -> Tensor:
         """The same values, cut off from the tape."""
@@ -363,19 +375,22 @@ class Tensor(Operators):
         return self._data if dtype is None else self._data.astype(dtype)
 
     def __len__(self) -> int:
+        if not self._data.ndim:
+            raise ShapeError(f"len() at {user_source()} of a 0-d tensor: it has no first axis "
+                             f"to count; .item() is its one number")
         return len(self._data)
 
     def __iter__(self) -> Iterator[Tensor]:
         return (self[i] for i in range(len(self)))
 
     def __bool__(self) -> bool:
-        return bool(self._data)  # numpy raises for more than one element, as it should
+        return bool(self._one("`if`, `while`, `and`/`or` or bool()"))
 
     def __float__(self) -> float:
-        return float(self._data.item())
+        return float(self._one("float()").item())
 
     def __int__(self) -> int:
-        return int(self._data.item())
+        return int(self._one("int()").item())
 
     def __format__(self, spec: str) -> str:
         return format(self.item(), spec) if spec and self.size == 1 else repr(self)
@@ -445,6 +460,11 @@ def run_op(op: Op, inputs: tuple, attrs: dict[str, Any]) -> Tensor:
     except (ShapeError, DTypeError) as e:
         raise type(e)(f"while running {_describe(op, ts, attrs)}: {e}") from None
     except Exception as e:  # a broken shape rule (or bad attrs): still say where
+        if op.attrs is not None:  # attrs of the wrong name or kind: say which, as graphs do
+            try:
+                A.check(op, attrs, f"while running {_describe(op, ts, attrs)}")
+            except MinigraphError as bad:
+                raise bad from None
         raise GraphError(f"while running {_describe(op, ts, attrs)}: the shape rule of "
                          f"{op.name!r} raised {type(e).__name__}: {e}") from e
     if op.impl is None:

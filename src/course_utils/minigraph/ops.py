@@ -36,7 +36,7 @@ import course_utils.minigraph as mg
 from . import attrs as A
 from . import conv
 from . import shapes as S
-from .errors import GraphError, ShapeError, UnknownOpError
+from .errors import ArgumentError, GraphError, ShapeError, UnknownOpError
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ BUILTIN_IDS: set[int] = set()  # id() of each built-in Op object (they live as l
 def register_op(op: Op, *, replace: bool = False) -> Op:
     """Add ``op`` to ``OPS`` (re-running a notebook cell replaces your own op) and return it."""
     if not isinstance(op, Op):
-        raise TypeError(f"register_op takes an mg.Op, got {type(op).__name__}")
+        raise ArgumentError(f"register_op takes an mg.Op, got {type(op).__name__}")
     if not op.name.isidentifier():
         raise GraphError(f"op name {op.name!r} must be a Python identifier (letters, digits, _)")
     if op.name in _BUILTIN and not replace:

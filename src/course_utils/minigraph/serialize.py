@@ -2,8 +2,9 @@
 
 The file is one ``.npz`` archive (a zip of ``.npy`` arrays): ``graph.json`` holds the graph as
 UTF-8 JSON in a uint8 array, and ``array_0``, ``array_1``, ... the constants, variable initial
-values and captured tensors. Nothing is pickled and ``mg.load`` reads with
-``allow_pickle=False``, so loading a file cannot run code; it needs no Python but minigraph's:
+values and captured tensors, and nothing else (no other member names, no member twice). Nothing
+is pickled and ``mg.load`` reads with ``allow_pickle=False``, so loading a file cannot run code;
+it needs no Python but minigraph's:
 
 >>> import os, tempfile
 >>> import course_utils.minigraph as mg
@@ -28,7 +29,10 @@ cannot hold are tagged: ``{"$array": "array_0"}``, ``{"$tensor": ...}`` (a captu
 with its current value), ``{"$tuple": [...]}``, ``{"$slice": [start, stop, step]}``,
 ``{"$ellipsis": true}`` and ``{"$graph": {...}}`` (a cond's or while_loop's sub-graph). A
 Variable is saved with its initial value: to ship trained weights, trace a function that
-captures them. Loading checks everything and raises ``SerializationError`` saying what is wrong.
+captures them. Loading checks everything and raises ``SerializationError`` saying what is wrong:
+the zip's members, the JSON (no NaN, no key given twice), every node's name (a Python identifier
+as Python reads it, no look-alike of another node's), op and attrs, each array's header before
+its data, and what each node would allocate when it runs.
 
 NB: a TensorFlow SavedModel is a GraphDef protobuf plus variable checkpoints; TorchScript's
 ``.pt`` is a zip of code, a pickle of the module's structure, and tensors.
@@ -221,6 +225,9 @@ def load(path: str | os.PathLike, *, max_bytes: int = MAX_BYTES) -> LoadedFuncti
     they are allocated, and nothing may nest deeper than ``MAX_DEPTH``.
     """
     where = os.path.basename(os.fspath(path))
+    if not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or max_bytes < 0:
+        raise ArgumentError(f"mg.load: max_bytes is a number of bytes (an int >= 0), got "
+                            f"{max_bytes!r:.40}")
     if not zipfile.is_zipfile(path):
         with open(path, "rb") as file:
             zipped = file.read(4) == b"PK\x03\x04"
