@@ -446,6 +446,22 @@ def test_compare_stops_at_the_time_cap_and_says_undecided(clock):
     assert 0.2 <= rounds * 2 * MS < 0.2 * 1.25 + 4 * MS  # stops at the first look past 0.2 s
 
 
+def test_compare_time_cap_holds_on_the_wall_clock_too(clock):
+    # The CPU-time clock barely moves (a machine so busy that this process gets little CPU), but
+    # each call sleeps: sampling must stop after max_time_s seconds of wall-clock time anyway.
+    def sleeps(*seconds):
+        turn = iter(np.resize(seconds, 10_000))
+        return lambda: (time.sleep(0.002), clock.advance(next(turn) * 1e-6))
+
+    fns = {"a": sleeps(1.0), "b": sleeps(0.9, 1.1)}  # undecidable, as in the test above
+    start = time.perf_counter()
+    c = bench.compare(fns, warmup=0, repeats=6, number=1, clock=clock, progress=False,
+                      max_time_s=0.2)
+    assert c.capped and c.verdict("b").outcome == "undecided"
+    assert time.perf_counter() - start < 0.2 * 1.25 + 0.5  # the last look's rounds, and slack
+    assert clock() < 0.01  # the CPU-time clock never came near the cap
+
+
 def test_fixed_rounds_without_a_time_cap(clock):
     fns = {"a": takes(clock, 1 * MS), "b": takes(clock, 1.05 * MS)}
     c = bench.compare(fns, warmup=0, repeats=7, number=1, clock=clock, progress=False)

@@ -855,8 +855,11 @@ def compare(
     difference beyond ``margin``, each with ``confidence``), or until sampling has taken
     ``max_time_s`` seconds (on ``clock``; warm-up not counted), when the undecided ones stay
     ``undecided`` and ``Comparison.capped`` is True. A quiet machine decides in a few rounds; a
-    busy one takes more rounds, and reaches the same verdicts. Without ``max_time_s``, exactly
-    ``repeats`` rounds are taken.
+    busy one takes more rounds, and reaches the same verdicts. The cap holds on the wall clock
+    too: with ``clock=time.process_time`` on a machine so busy that this process gets a fraction
+    of a core, sampling still stops once ``max_time_s`` wall-clock seconds have passed (a cell
+    never waits much longer than its cap; the verdicts it could not decide by then say
+    ``undecided``). Without ``max_time_s``, exactly ``repeats`` rounds are taken.
 
     **Which clock.** The wall clock (``time.perf_counter``, the default) counts everything the
     caller waits for, a GPU or another process included, but also the slices of time the
@@ -898,7 +901,7 @@ def compare(
             candidates.append(_prepare(name, fn, args, warmup=warmup, number=number, sync=sync_fn,
                                        clock=clock, min_sample_s=min_sample_s))
         bar.set_postfix_str("")
-        started, rounds, look = clock(), 0, repeats
+        started, wall_started, rounds, look = clock(), time.perf_counter(), 0, repeats
         while True:
             # Round robin: each round samples every candidate once. Slow drift (clock boost and
             # throttling, a neighbour's job, a warming cache) then lands on all candidates alike
@@ -917,7 +920,8 @@ def compare(
                 return result()
             if result().decided:
                 return result()
-            if clock() - started >= max_time_s or rounds >= MAX_ROUNDS:
+            if (clock() - started >= max_time_s or rounds >= MAX_ROUNDS
+                    or time.perf_counter() - wall_started >= max_time_s):
                 return result(capped=True)
             # Look again after a quarter more rounds: few looks keep the interval's confidence
             # close to what it says, though we stop at the first look that decides.
