@@ -464,3 +464,18 @@ def test_a_loop_gradient_with_its_attrs_spoiled_is_refused(tmp_path: Path) -> No
     first(doc, "while_loop")["attrs"]["save_history"] = False
     write(path, doc, members)
     refused(path, "it saves none (save_history is off)")
+
+
+def test_infinity_loads_where_a_number_may_be_infinite_and_nowhere_else(tmp_path: Path) -> None:
+    with mg.Graph().as_default() as g:
+        x = mg.placeholder((3,), name="x")
+        g.outputs = [mg.clip(x, -np.inf, 1.0)]  # JSON has no Infinity; Python's json writes it
+    path = tmp_path / "clip.npz"
+    mg.save(g, path)
+    loaded = mg.load(path)
+    np.testing.assert_array_equal(loaded(np.array([-5.0, 0.5, 5.0], np.float32)), [-5, 0.5, 1])
+    assert "inf" not in mg.codegen(loaded.graph).source  # passed by reference, never as text
+    doc, members = read(path)
+    first(doc, "placeholder")["attrs"]["shape"] = {"$tuple": [float("inf")]}
+    write(path, doc, members)
+    refused(path, "attr shape=(inf,): wants a tuple of non-negative ints")
