@@ -6,16 +6,21 @@ would be, and every attack must be held: no marks (or ``tampered``, with a note 
 changed), the other submissions and the CSV unaffected, the course's files unchanged, and no
 process left behind. Processes an attack starts carry a unique marker in their command line,
 and are killed by the test whatever happens.
+
+One class run per mode holds all the attacks of that mode (a kernel per submission, two at a
+time): the sandboxed run every attack, the run without the sandbox those the sandbox would
+otherwise hold (processes, files, the grader's output, the course's files); the tamper probes
+work the same way in both modes.
 """
 
 from __future__ import annotations
 
 import contextlib
 import csv
-import hashlib
 import json
 import os
 import shutil
+import site
 import subprocess
 import sys
 import tempfile
@@ -26,11 +31,13 @@ import uuid
 from pathlib import Path
 
 import nbformat
+import nbformat.v4 as v4
 import psutil
 import pytest
 
 from course_utils.grading import checks, sandbox
 from course_utils.grading.build import build_notebook
+from course_utils.grading.kernel import Kernel, Limits
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = ROOT / "tests" / "fixtures" / "grading" / "solutions"
@@ -41,6 +48,7 @@ STUB = 'def double(x):\n    raise NotImplementedError("Exercise 99.1: your code 
 WRONG = "def double(x):\n    return None\n"
 RIGHT = "def double(x):\n    return 2 * np.asarray(x)\n"
 RIGHT_2 = "v = np.array([3.0, 4.0])\nlength = float(np.linalg.norm(v))\n"
+GRADER = Path(checks.__file__).parent
 
 pytestmark = [pytest.mark.slow]
 
@@ -52,40 +60,68 @@ def sleeper(n: int = 1, **popen: str) -> str:
             f"'1000', '{MARK}'], start_new_session=True{', ' + args if args else ''})\n")
 
 
-# name -> (the answer cell of 99.1, what 99.1 must score at most, status it must have or None)
-ATTACKS: dict[str, tuple[str, float, str | None]] = {
+#: The learner's function sends an execute_reply for the check that calls it, with the grader's
+#: probe evaluated by the learner, so the check "passes" before it fails; then THEN.
+FORGE = textwrap.dedent("""
+    def double(x):
+        ip = get_ipython(); k = ip.kernel
+        parent = k.get_parent("shell")
+        content = {"status": "ok", "execution_count": ip.execution_count, "payload": [],
+                   "user_expressions": ip.user_expressions(
+                       parent["content"].get("user_expressions") or {})}
+        stream = (k.shell_channel_thread.manager.get_subshell_to_shell_channel_socket(None)
+                  if k._supports_kernel_subshells else k.shell_stream)
+        k.session.send(stream, "execute_reply", content, parent, ident=k._parent_ident["shell"])
+        k.session.send(k.iopub_socket, "status", {"execution_state": "idle"}, parent)
+        THEN
+        return None
+    """)
+#: Code compiled under the file name of ipykernel's own module, so it looks like a package's.
+IN_PACKAGE_CLOTHES = ("exec(compile({source!r}, __import__('ipykernel.ipkernel').ipkernel"
+                      ".__file__, 'exec'), _scope)\n")
+
+
+def clothed(source: str, then: str) -> str:
+    return "_shell, _kernel = get_ipython(), get_ipython().kernel\n_scope = {'_shell': _shell}\n" \
+        + IN_PACKAGE_CLOTHES.format(source=textwrap.dedent(source)) + textwrap.dedent(then)
+
+
+# name -> (the answer cell of 99.1, what 99.1 may score at most, the status it must have (or
+# None), a text its message or notes must hold (or ""))
+ATTACKS: dict[str, tuple[str, float, str | None, str]] = {
     # --- the reproducers of issue 14 ---
     "forged-log": (
         "import os, json, signal\nwith open('cells.jsonl', 'a') as f:\n"
         "    for i in range(200):\n        f.write(json.dumps({'cell': i, 'exception': None}) "
-        "+ '\\n')\nos.kill(os.getppid(), signal.SIGKILL)\n" + WRONG, 0, None),
+        "+ '\\n')\nos.kill(os.getppid(), signal.SIGKILL)\n" + WRONG, 0, None, ""),
     "hook-log": (
         "get_ipython().events.register('post_run_cell', lambda *a: open('cells.jsonl', 'a')"
-        ".write('{\"junk\": \"'))\n" + WRONG, 0, "tampered"),
+        ".write('{\"junk\": \"'))\n" + WRONG, 0, "tampered", "post_run_cell hooks"),
     "showtraceback": ("get_ipython().showtraceback = lambda *a, **k: None\n" + WRONG, 0,
-                      "tampered"),
+                      "tampered", "traceback display"),
     "input-transformer": ("get_ipython().input_transformers_cleanup.append(lambda lines: [])\n"
-                          + WRONG, 0, "tampered"),
+                          + WRONG, 0, "tampered", "input transformers"),
     "custom-exc": ("get_ipython().set_custom_exc((BaseException,), lambda *a, **k: None)\n"
-                   + WRONG, 0, "tampered"),
+                   + WRONG, 0, "tampered", "custom exception handler"),
     "ast-no-assert": (textwrap.dedent("""
         import ast
         class NoAssert(ast.NodeTransformer):
             def visit_Assert(self, node):
                 return ast.Pass()
         get_ipython().ast_transformers.append(NoAssert())
-        """) + WRONG, 0, "tampered"),
-    "sleep-children": (sleeper(30) + WRONG, 0, None),
-    "pipe-holder": (sleeper(3, close_fds="False", stdout="1", stderr="2") + WRONG, 0, None),
+        """) + WRONG, 0, "tampered", "AST transformers"),
+    "sleep-children": (sleeper(30) + WRONG, 0, None, ""),
+    "pipe-holder": (sleeper(3, close_fds="False", stdout="1", stderr="2") + WRONG, 0, None, ""),
     "csv-daemon": (textwrap.dedent(f"""
-        import os, time
+        import os
         if os.fork() == 0:
             os.setsid()
             if os.fork() == 0:
-                os.execvp("sh", ["sh", "-c", "sleep 4; echo pwned > CSV_PATH", "{MARK}"])
+                os.execvp("sh", ["sh", "-c", "while [ ! -s CSV_PATH ]; do sleep 0.2; done; "
+                                 "echo pwned > CSV_PATH", "{MARK}"])
             os._exit(0)
-        """) + WRONG, 0, None),
-    "huge-output": ("print('x' * 300_000_000)\n" + WRONG, 0, None),
+        """) + WRONG, 0, None, ""),
+    "huge-output": ("print('x' * 300_000_000)\n" + WRONG, 0, None, "printed more than 1.0 MB"),
     "proc-fd-table": (textwrap.dedent("""
         import os
         for pid in os.listdir('/proc'):
@@ -100,20 +136,21 @@ ATTACKS: dict[str, tuple[str, float, str | None]] = {
                             out.write('FAKE-TABLE total 3/3 pass\\n')
                     except OSError:
                         pass
-        """) + WRONG, 0, None),
+        """) + WRONG, 0, None, ""),
     "csv-formula": ("def double(x):\n    raise type('=HYPERLINK(\"http://x\",\"y\")', "
-                    "(Exception,), {})('boom')\n", 0, "error"),
-    # --- our own ---
+                    "(Exception,), {})('boom')\n", 0, "error", ""),
+    # --- the first round's own ---
     "patch-array-equal": (
         "def double(x):\n    np.array_equal = lambda *a, **k: True\n"
-        "    return np.zeros(np.shape(x))\n", 0, "tampered"),
+        "    return np.zeros(np.shape(x))\n", 0, "tampered", "numpy.array_equal"),
     "fake-numpy": ("import types\nnp = types.SimpleNamespace(array_equal=lambda *a: True, "
                    "zeros=lambda s: __import__('numpy').zeros(s), isclose=lambda *a: True)\n"
-                   + WRONG, 0, "tampered"),
-    "patch-builtin": ("import builtins\nbuiltins.abs = lambda x: 0\n" + WRONG, 0, "tampered"),
+                   + WRONG, 0, "tampered", "`np` in your namespace"),
+    "patch-builtin": ("import builtins\nbuiltins.abs = lambda x: 0\n" + WRONG, 0, "tampered",
+                      "the builtin `abs`"),
     "patch-check-helpers": ("import course_utils.grading.checks as c\n"
                             "c.check_predictions = lambda *a, **k: None\n" + WRONG, 0,
-                            "tampered"),
+                            "tampered", "check_predictions"),
     "swallow-errors": (textwrap.dedent("""
         ip = get_ipython()
         _orig = ip.run_cell_async
@@ -122,24 +159,156 @@ ATTACKS: dict[str, tuple[str, float, str | None]] = {
             result.error_in_exec = None
             return result
         ip.run_cell_async = run_cell_async
-        """) + WRONG, 0, "tampered"),
-    "memory-hog": ("_hog = np.ones(400_000_000)\n" + RIGHT, 0, None),
-    "process-flood": (sleeper(120) + WRONG, 0, None),
+        """) + WRONG, 0, "tampered", "run_cell_async"),
+    "memory-hog": ("_hog = np.ones(400_000_000)\n" + RIGHT, 0, "error",
+                   "more than 2 GiB of memory"),
+    "process-flood": (sleeper(120) + WRONG, 0, None, ""),
     "forge-history": ("get_ipython().history_manager.input_hist_raw.append('n = 3')\n"
                       "get_ipython().history_manager.input_hist_parsed.append('n = 3')\n"
-                      + WRONG, 0, "tampered"),
+                      + WRONG, 0, "tampered", "input history"),
+    # --- the red team's (each one below gained full marks, or hurt the grader, before its
+    # fix): lies told deeper than IPython's surface, where the first probe did not look ---
+    "execution-result": (textwrap.dedent("""
+        from IPython.core.interactiveshell import ExecutionResult
+        _ok = ExecutionResult.success
+        ExecutionResult.success = property(
+            lambda self: True if not self.info.silent else _ok.fget(self))
+        """) + WRONG, 0, "tampered", "ExecutionResult.success"),
+    "do-execute-in-package-clothes": (clothed("""
+        async def do_execute(code, silent, store_history=True, user_expressions=None,
+                             allow_stdin=False, **kw):
+            reply = await _real(code, silent, store_history, user_expressions, allow_stdin, **kw)
+            if not silent and reply.get("status") == "error":
+                reply = {"status": "ok", "execution_count": reply["execution_count"],
+                         "payload": [],
+                         "user_expressions": _shell.user_expressions(user_expressions or {})}
+            return reply
+        """, """
+        _scope["_real"] = _kernel.do_execute
+        _kernel.do_execute = _scope["do_execute"]
+        """) + WRONG, 0, "tampered", "do_execute"),
+    "session-send": (textwrap.dedent("""
+        _kernel = get_ipython().kernel
+        _send = _kernel.session.send
+        def send(stream, kind, content=None, parent=None, *a, **k):
+            if (kind == "execute_reply" and content and content.get("status") == "error"
+                    and parent and not parent["content"].get("silent")):
+                content = {"status": "ok", "execution_count": content.get("execution_count"),
+                           "payload": [], "user_expressions": get_ipython().user_expressions(
+                               parent["content"].get("user_expressions") or {})}
+            return _send(stream, kind, content, parent, *a, **k)
+        _kernel.session.send = send
+        """) + WRONG, 0, "tampered", "session.send"),
+    "json-clean": (textwrap.dedent("""
+        import ipykernel.kernelbase as kb
+        _clean = kb.json_clean
+        def json_clean(obj):
+            if isinstance(obj, dict) and obj.get("status") == "error" and "evalue" in obj:
+                obj = {"status": "ok", "execution_count": obj.get("execution_count"),
+                       "payload": [], "user_expressions": {}}
+            return _clean(obj)
+        kb.json_clean = json_clean
+        """) + WRONG, 0, "tampered", "json_clean"),
+    "hook-in-package-clothes": (clothed("""
+        def clear(result):
+            if result is not None and not result.info.silent:
+                result.error_in_exec = None
+        """, """
+        get_ipython().events.register("post_run_cell", _scope["clear"])
+        """) + WRONG, 0, "tampered", "post_run_cell hooks"),
+    "class-run-cell": (textwrap.dedent("""
+        from IPython.core.interactiveshell import InteractiveShell
+        _run = InteractiveShell.run_cell_async
+        async def run_cell_async(self, raw_cell, *a, silent=False, **k):
+            result = await _run(self, raw_cell, *a, silent=silent, **k)
+            if not silent:
+                result.error_in_exec = result.error_before_exec = None
+            return result
+        InteractiveShell.run_cell_async = run_cell_async
+        """) + WRONG, 0, "tampered", "InteractiveShell.run_cell_async"),
+    "compiler-strips-asserts": (textwrap.dedent("""
+        import ast
+        _shell = get_ipython()
+        class Compiler(type(_shell.compile)):
+            def __call__(self, source, filename, symbol):
+                body = getattr(source, "body", [])
+                canary = len(body) == 1 and isinstance(body[0], ast.Assert)
+                if isinstance(source, ast.AST) and not canary:
+                    return compile(source, filename, symbol, self.flags, True, optimize=1)
+                return super().__call__(source, filename, symbol)
+        _new = Compiler()
+        _new.__dict__.update(_shell.compile.__dict__)
+        _shell.compile = _new
+        """) + WRONG, 0, "tampered", "compile"),
+    "trace-skips-asserts": (textwrap.dedent("""
+        import sys, linecache
+        def _line(frame, event, arg):
+            if event == "line" and linecache.getline(
+                    frame.f_code.co_filename, frame.f_lineno).lstrip().startswith("assert"):
+                try:
+                    frame.f_lineno += 1
+                except ValueError:
+                    pass
+            return _line
+        sys.settrace(lambda frame, event, arg:
+                     _line if "ipykernel_" in frame.f_code.co_filename else None)
+        """) + WRONG, 0, "tampered", "sys.gettrace()"),
+    "racing-thread": (textwrap.dedent("""
+        import sys, threading, time, numpy
+        _real = numpy.array_equal
+        def _race():
+            main = threading.main_thread().ident
+            while True:
+                frame, in_check = sys._current_frames().get(main), False
+                while frame is not None:
+                    if "probe" in frame.f_code.co_name:
+                        in_check = False
+                        break
+                    in_check = in_check or "ipykernel_" in frame.f_code.co_filename
+                    frame = frame.f_back
+                numpy.array_equal = (lambda *a, **k: True) if in_check else _real
+                time.sleep(0)
+        threading.Thread(target=_race, daemon=True).start()
+        def double(x):
+            return np.zeros(np.shape(x))
+        """), 0, "tampered", "a thread your code started"),
+    "swap-builtins": ("import builtins\n__builtins__ = dict(vars(builtins), len=lambda x: 2)\n"
+                      + WRONG, 0, "tampered", "__builtins__"),
+    "poison-sys-modules": ("import sys, types\n"
+                           "sys.modules['course_utils.grading.checks'] = types.ModuleType('x')\n"
+                           + WRONG, 0, "tampered", "course_utils.grading.checks"),
+    "import-hook": (textwrap.dedent("""
+        import sys
+        class Finder:
+            def find_spec(self, name, path=None, target=None):
+                return None
+        sys.meta_path.insert(0, Finder())
+        """) + WRONG, 0, "tampered", "sys.meta_path"),
+    "shadow-exception": ("NotImplementedError = AssertionError\n" + WRONG, 0, "tampered",
+                         "shadows the builtin NotImplementedError"),
+    "forge-reply": (FORGE.replace("THEN", "pass"), 0, "tampered", "answered twice"),
+    "forge-reply-then-exit": (FORGE.replace("THEN", "import os; os._exit(0)"), 0, "error",
+                              "died right after the check"),
+    # Output and files.
+    "huge-error": ("def double(x):\n    raise ValueError('z' * 20_000_000)\n", 0, "error",
+                   "more characters not shown"),
+    "html-in-error": ("def double(x):\n    raise ValueError('<script>alert(1)</script>')\n",
+                      0, "error", "<script>"),
+    "disk-fill": ("import os, tempfile, time\nwith open(os.path.join(tempfile.gettempdir(), "
+                  "'fill'), 'wb') as f:\n    for _ in range(40):\n        f.write(b'x' * 2**23)\n"
+                  "        f.flush()\n    time.sleep(3)\n" + WRONG, 0, "error", "wrote more than"),
 }
 #: Attacks that only the sandbox can hold (they read or write outside the kernel's folder).
-SANDBOX_ONLY: dict[str, tuple[str, float, str | None]] = {
+SANDBOX_ONLY: dict[str, tuple[str, float, str | None, str]] = {
     "rewrite-grader": (f"try:\n    open({str(Path(checks.__file__))!r}, 'a').write('# pwned\\n')"
-                       "\nexcept OSError as e:\n    print(e)\n" + WRONG, 0, None),
+                       "\nexcept OSError as e:\n    print(e)\n" + WRONG, 0, None, ""),
     "read-solutions": (textwrap.dedent(f"""
         import json
         nb = json.load(open({str(SOLUTIONS / '99_fixture.ipynb')!r}))
         exec("".join(nb["cells"][2]["source"]).replace("### BEGIN SOLUTION", "")
              .replace("### END SOLUTION", ""))
-        """), 0, None),
-    "write-home": (f"open({str(Path.home() / MARK)!r}, 'w').write('x')\n" + WRONG, 0, None),
+        """), 0, None, ""),
+    "write-home": (f"open({str(Path.home() / MARK)!r}, 'w').write('x')\n" + WRONG, 0, None, ""),
     "other-kernels": (textwrap.dedent("""
         import glob, os, time
         if os.fork() == 0:
@@ -156,10 +325,32 @@ SANDBOX_ONLY: dict[str, tuple[str, float, str | None]] = {
                         pass
                 time.sleep(0.05)
             os._exit(0)
-        """) + WRONG, 0, None),
+        """) + WRONG, 0, None, ""),
 }
-HONEST = {"honest-full": (RIGHT, 2, "pass"), "honest-stub": (STUB, 0, "error"),
-          "victim": (STUB, 0, "error")}
+PTH = Path(site.getsitepackages()[0]) / f"zz_{MARK}.pth"
+PYC = GRADER / "__pycache__" / f"zz_{MARK}.cpython-311.pyc"
+#: What only the sandbox prevents, caught and undone without it (the course guard, the
+#: supervisor's watch). Graded against a copy of the solutions (SOLUTIONS_COPY).
+NO_SANDBOX_ONLY: dict[str, tuple[str, float, str | None, str]] = {
+    "rewrite-checks": (textwrap.dedent("""
+        import json
+        p = "SOLUTIONS_COPY/99_fixture.ipynb"
+        nb = json.load(open(p))
+        for c in nb["cells"]:
+            if "check" in c["metadata"].get("tags", []):
+                c["source"] = "pass"
+        json.dump(nb, open(p, "w"))
+        """) + WRONG, 0, "tampered", "changed the course's files"),
+    "plant-pth": (f"open({str(PTH)!r}, 'w').write('/nonexistent\\n')\n" + WRONG, 0, "tampered",
+                  "changed the course's files"),
+    "plant-pyc": (f"open({str(PYC)!r}, 'wb').write(b'junk')\n" + WRONG, 0, None, ""),
+    "stop-supervisor": ("import os, signal, time\nos.kill(os.getppid(), signal.SIGSTOP)\n"
+                        "time.sleep(3)\n" + WRONG, 0, "error", "stopped its supervisor"),
+}
+HONEST = {"honest-full": (RIGHT, 2, "pass", ""), "honest-stub": (STUB, 0, "error", ""),
+          "victim": (STUB, 0, "error", "")}
+#: A learner whose name is a formula, with a newline and a right-to-left override.
+ODD_NAME = "=cmd|evil\nname\u202e"
 
 
 def submission(answer: str, answer_2: str | None = None) -> nbformat.NotebookNode:
@@ -187,14 +378,15 @@ def kill_what_attacks_start():
     for p in marked():
         with contextlib.suppress(psutil.Error):
             p.kill()
-    (Path.home() / MARK).unlink(missing_ok=True)
+    for path in (Path.home() / MARK, PTH, PYC):
+        path.unlink(missing_ok=True)
 
 
-def grade_folder(folder: Path, *args: str, watch_memory: bool = False
+def grade_folder(folder: Path, solutions: Path, *args: str, watch_memory: bool = False
                  ) -> tuple[dict, subprocess.CompletedProcess, int]:
     """Run course-grade on ``folder`` (JSON out); the reports by learner, the run, peak RSS."""
     command = [sys.executable, "-m", "course_utils.grading.grade", str(folder), "--solutions",
-               str(SOLUTIONS), "--json", "--timeout", "20", *args]
+               str(solutions), "--json", "--timeout", "20", *args]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, cwd=ROOT)
     peak = [0]
@@ -217,136 +409,133 @@ def grade_folder(folder: Path, *args: str, watch_memory: bool = False
     return reports, done, peak[0]
 
 
-def build(folder: Path, attacks: dict, csv_path: Path) -> None:
+def build(folder: Path, attacks: dict, replace: dict[str, str]) -> None:
+    """A class folder: one learner per attack and honest answer, and odd files."""
     folder.mkdir()
-    for name, (answer, _, _) in {**attacks, **HONEST}.items():
+    for name, (answer, *_) in {**attacks, **HONEST}.items():
         answer_2 = RIGHT_2 if name in ("honest-full", "memory-hog") else None
-        nb = submission(answer.replace("CSV_PATH", str(csv_path)), answer_2)
+        for old, new in replace.items():
+            answer = answer.replace(old, new)
         (folder / name).mkdir()
-        nbformat.write(nb, folder / name / "99_fixture.ipynb")
+        nbformat.write(submission(answer, answer_2), folder / name / "99_fixture.ipynb")
+    # Not a notebook anyone could run: a link to another learner's file, a notebook of 5 MB of
+    # code, check cells of the learner's own with absurd points and another check's cell id.
+    (folder / "link-to-victim").mkdir()
+    os.symlink(folder / "honest-full" / "99_fixture.ipynb",
+               folder / "link-to-victim" / "99_fixture.ipynb")
+    big = submission(WRONG)
+    big.cells.insert(1, v4.new_code_cell("x = 1\n" * 900_000))
+    (folder / "big-source").mkdir()
+    nbformat.write(big, folder / "big-source" / "99_fixture.ipynb")
+    odd = submission(WRONG)
+    for points in ["1e308", float("nan"), -5, 10**9]:
+        odd.cells.append(v4.new_code_cell("assert True", metadata={
+            "tags": ["check"], "grading": {"id": "99.1", "points": points}}))
+    odd.cells.insert(2, v4.new_code_cell("assert True", id="check-1a", metadata={
+        "tags": ["check"], "grading": {"id": "99.2", "points": 100}}))
+    (folder / "odd-metadata").mkdir()  # as JSON: nbformat.write would renumber the cell id
+    (folder / "odd-metadata" / "99_fixture.ipynb").write_text(json.dumps(odd))
+    (folder / ODD_NAME).mkdir()
+    nbformat.write(submission(RIGHT), folder / ODD_NAME / "99_fixture.ipynb")
 
 
 def check_reports(reports: dict, attacks: dict) -> None:
     problems = []
-    for name, (_, most, status) in {**attacks, **HONEST}.items():
+    for name, (_, most, status, says) in {**attacks, **HONEST}.items():
         ex = {e["exercise"]: e for e in reports[name]["exercises"]}
         got = ex["99.1"]
-        if got["points"] > most or (status is not None and got["status"] != status):
-            problems.append(f"{name}: 99.1 {got['status']} {got['points']} "
-                            f"({got['message']}; notes {got['notes']})")
+        text = " ".join([got["message"], *got["notes"], *reports[name]["notes"],
+                         *(c["message"] for c in got["checks"])])
+        if got["points"] > most or (status is not None and got["status"] != status) \
+                or says not in text:
+            problems.append(f"{name}: 99.1 {got['status']} {got['points']} ({text[:300]})")
         want_2 = 1 if name in ("honest-full", "memory-hog") else 0
         if ex["99.2"]["points"] != want_2:
             problems.append(f"{name}: 99.2 scored {ex['99.2']['points']}, expected {want_2}")
+    for name, says in [("link-to-victim", "symbolic link"), ("big-source", "too much code")]:
+        if [e["status"] for e in reports[name]["exercises"]] != ["error", "error"] \
+                or says not in reports[name]["error"]:
+            problems.append(f"{name}: {reports[name]['exercises']}")
+    odd = reports["odd-metadata"]
+    if odd["points"] != 0 or odd["possible"] != 3:
+        problems.append(f"odd-metadata: {odd['points']}/{odd['possible']}")
+    if reports[ODD_NAME]["points"] != 2:
+        problems.append(f"{ODD_NAME!r}: {reports[ODD_NAME]['points']}")
     assert not problems, "\n".join(problems)
 
 
-def common_assertions(tmp_path: Path, reports: dict, done, csv_path: Path, attacks: dict) -> None:
+def common_assertions(reports: dict, done, csv_path: Path, feedback: Path,
+                      attacks: dict) -> None:
     check_reports(reports, attacks)
-    tampered = {name: " ".join(reports[name]["exercises"][0]["notes"])
-                for name in attacks if attacks[name][2] == "tampered"}
-    for name, what in [("showtraceback", "traceback display"),
-                       ("input-transformer", "input transformers"),
-                       ("custom-exc", "custom exception handler"),
-                       ("ast-no-assert", "AST transformers"), ("hook-log", "post_run_cell hooks"),
-                       ("patch-array-equal", "numpy.array_equal"),
-                       ("fake-numpy", "`np` in your namespace"),
-                       ("patch-builtin", "the builtin `abs`"),
-                       ("patch-check-helpers", "check_predictions"),
-                       ("swallow-errors", "run_cell_async"),
-                       ("forge-history", "input history")]:
-        if name in tampered:
-            assert what in tampered[name], f"{name}: {tampered[name]}"
     assert "FAKE-TABLE" not in done.stdout + done.stderr
-    if "huge-output" in attacks:
-        assert "printed more than 1.0 MB" in " ".join(reports["huge-output"]["notes"])
-    if "memory-hog" in attacks:
-        hog = reports["memory-hog"]["exercises"][0]
-        assert hog["status"] == "error" and "more than 2 GiB of memory" in hog["message"]
+    for name in ("huge-error",):
+        if name in attacks:
+            assert len(json.dumps(reports[name])) < 2**20, "an error's text must be capped"
     with open(csv_path, newline="") as f:
         rows = list(csv.DictReader(f))
     formula = next(r for r in rows if r["learner"] == "csv-formula" and r["exercise"] == "99.1")
     assert formula["message"].startswith("'=HYPERLINK("), formula["message"]
-    time.sleep(5)  # the csv-daemon's delay: it must be dead, and the CSV intact
+    odd = [r for r in rows if r["learner"].startswith("'=cmd|evil")]
+    assert len(odd) == 2, "a learner named '=...' with a newline: one row per exercise, quoted"
+    for page in feedback.iterdir():
+        assert "<script>" not in page.read_text(), page.name
+    time.sleep(1)  # the csv-daemon waits for the CSV: it must be dead, and the CSV intact
     with open(csv_path, newline="") as f:
         assert list(csv.DictReader(f)) == rows
     assert marked() == [], "processes an attack started survived the grading"
 
 
-def run_class(tmp_path: Path, attacks: dict, *args: str) -> tuple[dict, object, Path, int]:
-    folder, csv_path = tmp_path / "subs", tmp_path / "grades.csv"
-    build(folder, attacks, csv_path)
+def run_class(tmp_path: Path, attacks: dict, solutions: Path, *args: str
+              ) -> tuple[dict, object, Path, Path, int]:
+    folder, csv_path, feedback = tmp_path / "subs", tmp_path / "grades.csv", tmp_path / "fb"
+    build(folder, attacks, {"CSV_PATH": str(csv_path), "SOLUTIONS_COPY": str(solutions)})
     t0 = time.monotonic()
-    reports, done, peak = grade_folder(folder, "--csv", str(csv_path), "--jobs", "2",
-                                       "--memory", "2", *args, watch_memory=True)
-    assert time.monotonic() - t0 < 300, "an attack stretched grading past its budget"
-    return reports, done, csv_path, peak
+    reports, done, peak = grade_folder(folder, solutions, "--csv", str(csv_path), "--jobs", "2",
+                                       "--memory", "2", "--disk", "0.25", "--feedback",
+                                       str(feedback), *args, watch_memory=True)
+    assert time.monotonic() - t0 < 420, "an attack stretched grading past its budget"
+    return reports, done, csv_path, feedback, peak
+
+
+def grader_files() -> dict[Path, bytes]:
+    return {p: p.read_bytes() for p in GRADER.glob("*.py")}
 
 
 @pytest.mark.skipif(not SANDBOX, reason="bubblewrap (bwrap) cannot start a sandbox here")
 def test_every_attack_is_held_in_the_sandbox(tmp_path):
-    grader = {p: hashlib.sha256(p.read_bytes()).hexdigest()
-              for p in Path(checks.__file__).parent.glob("*.py")}
+    grader = grader_files()
     attacks = {**ATTACKS, **SANDBOX_ONLY}
     try:
-        reports, done, csv_path, peak = run_class(tmp_path, attacks, "--sandbox")
+        reports, done, csv_path, feedback, peak = run_class(tmp_path, attacks, SOLUTIONS,
+                                                            "--sandbox")
     finally:
-        changed = [p for p, h in grader.items() if hashlib.sha256(p.read_bytes()).hexdigest() != h]
+        changed = [p for p, data in grader.items() if p.read_bytes() != data]
     assert not changed, f"a submission changed the grader on disk: {changed}"
-    common_assertions(tmp_path, reports, done, csv_path, attacks)
+    common_assertions(reports, done, csv_path, feedback, attacks)
     assert peak < 600 * 2**20, f"the grader reached {peak / 2**20:.0f} MB"
     assert not (Path.home() / MARK).exists()
     assert "warning: grading is not isolated" not in done.stderr
 
 
 def test_the_attacks_that_need_no_sandbox_are_held_without_it(tmp_path):
-    attacks = dict(ATTACKS)
-    if os.getuid() == 0:  # root may write to any process's /proc/<pid>/fd: only bwrap stops it
-        attacks.pop("proc-fd-table")
-    # The output cap, the memory watchdog and the tamper probes work the same with and without
-    # the sandbox; the sandboxed run tests them all. Here: what the sandbox would otherwise hold
-    # (processes, files, the grader's output), and two probes.
-    for name in ("huge-output", "memory-hog", "input-transformer", "custom-exc",
-                 "ast-no-assert", "fake-numpy", "patch-builtin", "patch-check-helpers",
-                 "swallow-errors", "forge-history"):
-        del attacks[name]
-    reports, done, csv_path, _ = run_class(tmp_path, attacks, "--no-sandbox")
-    common_assertions(tmp_path, reports, done, csv_path, attacks)
-    assert done.stderr.count("warning: grading is not isolated (--no-sandbox)") == 1
-
-
-def test_without_the_sandbox_a_submission_that_rewrites_the_checks_is_caught_and_undone(
-        tmp_path):
+    """What the sandbox would otherwise hold (processes, files, the grader's output, the course's
+    files), and two probes; the probes work the same with and without the sandbox."""
     solutions = tmp_path / "solutions"
     shutil.copytree(SOLUTIONS, solutions)
     before = (solutions / "99_fixture.ipynb").read_bytes()
-    folder = tmp_path / "subs"
-    folder.mkdir()
-    attack = (f"import json\np = {str(solutions / '99_fixture.ipynb')!r}\n"
-              "nb = json.load(open(p))\nfor c in nb['cells']:\n"
-              "    if 'check' in c['metadata'].get('tags', []):\n"
-              "        c['source'] = 'pass'\njson.dump(nb, open(p, 'w'))\n" + WRONG)
-    nbformat.write(submission(attack), folder / "mallory.ipynb")
-    nbformat.write(submission(STUB), folder / "zed.ipynb")
-    command = [sys.executable, "-m", "course_utils.grading.grade", str(folder), "--solutions",
-               str(solutions), "--json", "--no-sandbox"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=ROOT)
-    reports = {r["learner"]: r for r in json.loads(done.stdout)}
-    assert (solutions / "99_fixture.ipynb").read_bytes() == before, "put back"
-    assert [e["status"] for e in reports["mallory"]["exercises"]] == ["tampered", "tampered"]
-    assert "changed the course's files" in " ".join(reports["mallory"]["notes"])
-    assert reports["zed"]["points"] == 0 and reports["zed"]["exercises"][0]["status"] == "error"
-
-
-def test_names_with_control_characters_cannot_split_or_redraw_the_table(tmp_path):
-    folder = tmp_path / "subs"
-    (folder / "evil\nname\u202e").mkdir(parents=True)
-    nbformat.write(submission(RIGHT), folder / "evil\nname\u202e" / "99_fixture.ipynb")
-    command = [sys.executable, "-m", "course_utils.grading.grade", str(folder), "--solutions",
-               str(SOLUTIONS)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert "\u202e" not in done.stdout
-    header = done.stdout.splitlines()[0]
-    assert header.endswith("(learner evil\\nname\\u202e, graded as 99_fixture.ipynb)")
+    keep = ("forged-log", "hook-log", "showtraceback", "sleep-children", "pipe-holder",
+            "csv-daemon", "proc-fd-table", "csv-formula", "patch-array-equal", "process-flood",
+            "disk-fill")
+    attacks = {**{k: ATTACKS[k] for k in keep}, **NO_SANDBOX_ONLY}
+    if os.getuid() == 0:  # root may write to any process's /proc/<pid>/fd: only bwrap stops it
+        attacks.pop("proc-fd-table")
+    reports, done, csv_path, feedback, _ = run_class(tmp_path, attacks, solutions,
+                                                     "--no-sandbox")
+    common_assertions(reports, done, csv_path, feedback, attacks)
+    assert done.stderr.count("warning: grading is not isolated (--no-sandbox)") == 1
+    assert (solutions / "99_fixture.ipynb").read_bytes() == before, "the checks are put back"
+    assert not PTH.exists() and not PYC.exists(), "planted start-up and compiled files deleted"
+    assert [e["status"] for e in reports["rewrite-checks"]["exercises"]] == ["tampered"] * 2
 
 
 def test_sandboxed_grading_works_as_an_unprivileged_user(tmp_path, request):
@@ -390,12 +579,29 @@ def test_sandboxed_grading_works_as_an_unprivileged_user(tmp_path, request):
     assert (report["points"], report["possible"]) == (3, 3)
 
 
-def test_a_kernel_that_kills_its_supervisor_leaves_nothing_behind():
+def test_a_kernel_that_kills_its_supervisor_or_forks_too_much_leaves_nothing_behind():
     """The supervisor is the subreaper; if the kernel kills it, the kernel dies with it
-    (PDEATHSIG) and the grader's environment mark finds whatever else escaped."""
-    from course_utils.grading.kernel import Kernel
-
-    with Kernel(sandbox=False) as k:
+    (PDEATHSIG) and the grader's environment mark finds whatever else escaped. A fork loop
+    meets the process limit (RLIMIT_NPROC; for root, a pids cgroup where one can be made)."""
+    fork = textwrap.dedent(f"""
+        import os, signal
+        children = []
+        try:
+            for _ in range(200):
+                pid = os.fork()
+                if pid == 0:
+                    os.execvp("sleep", ["sleep", "1000", "{MARK}"])
+                children.append(pid)
+        except OSError as e:
+            print("stopped at", len(children), type(e).__name__)
+        for pid in children:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        """)
+    with Kernel(sandbox=False, limits=Limits(processes=60)) as k:
+        reply = k.execute(fork, 30)
+        assert reply.status == "ok", reply.evalue
+        limited = "stopped at" in reply.stdout
         k.execute(sleeper(2) + "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)", 10)
         deadline = time.monotonic() + 10
         while k.alive() and time.monotonic() < deadline:
@@ -405,3 +611,6 @@ def test_a_kernel_that_kills_its_supervisor_leaves_nothing_behind():
     while marked() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert marked() == []
+    cgroups = Path("/sys/fs/cgroup/pids")
+    if os.getuid() != 0 or (cgroups.is_dir() and os.access(cgroups, os.W_OK)):
+        assert limited, f"200 forks went through a limit of 60: {reply.stdout}"

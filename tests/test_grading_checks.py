@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -132,3 +133,34 @@ def test_a_name_imported_into_the_learners_namespace_is_forbidden_too(monkeypatc
     with pytest.raises(ForbiddenCall, match="numpy.linalg.norm"), forbid("numpy.linalg.norm"):
         namespace["norm"]([3.0, 4.0])
     assert namespace["norm"] is np.linalg.norm and namespace["other"] == 1
+
+
+def test_a_reference_the_answer_kept_is_forbidden_too():
+    """A default argument, a closure, a list: every copy of the reference reaches the function,
+    whose body raises for the duration of the block (a closure's body too)."""
+    import types
+
+    def make_closure(k):
+        def scaled(x):
+            return k * x
+        return scaled
+
+    module = types.ModuleType("fake_mod_for_capture")
+    module.run = lambda x: x + 1
+    module.scaled = make_closure(3)
+    sys.modules["fake_mod_for_capture"] = module
+    try:
+        def answer(x, _run=module.run, _kept=[module.scaled]):  # noqa: B006 (the attack)
+            return _run(x) + _kept[0](x)
+
+        assert answer(1) == 5
+        with pytest.raises(ForbiddenCall, match="fake_mod_for_capture.run"), \
+                forbid("fake_mod_for_capture.run", why="write it"):
+            answer(1)
+        with pytest.raises(ForbiddenCall, match="fake_mod_for_capture.scaled"), \
+                forbid("fake_mod_for_capture.scaled"), \
+                contextlib.suppress(ForbiddenCall):  # swallowed: the block still fails
+            answer.__defaults__[1][0](2)
+        assert answer(1) == 5 and module.scaled(2) == 6, "the bodies are put back"
+    finally:
+        del sys.modules["fake_mod_for_capture"]

@@ -28,9 +28,11 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import hashlib
 import importlib
 import sys
+import types
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -71,11 +73,13 @@ def forbid(*paths: str, why: str = "the exercise asks you to write this part you
     (even if the answer caught the exception), raises ``ForbiddenCall`` naming them. Modules that
     are not installed are skipped, so a check may list ``torch...`` in a lesson without torch.
     Names in the learner's namespace bound to a forbidden function (``from m import f``) are
-    patched too.
+    patched too. A Python function also gets a body that raises, for the block: a reference the
+    answer kept (``def f(x, _run=mg.Session.run)``, a closure, a list) reaches it as well.
     """
     called: list[str] = []
     patched: list[tuple[Any, str, Any, bool]] = []
     aliases: list[tuple[str, Any]] = []
+    bodies: dict[int, tuple[types.FunctionType, types.CodeType]] = {}
     namespace = _user_namespace()
     for path in paths:
         try:
@@ -89,6 +93,12 @@ def forbid(*paths: str, why: str = "the exercise asks you to write this part you
         def stub(*_args: Any, _path: str = path, **_kwargs: Any) -> Any:
             called.append(_path)
             raise ForbiddenCall(f"your answer called {_path}: {why}")
+
+        function = getattr(original, "__func__", original)
+        if isinstance(function, types.FunctionType) and id(function) not in bodies:
+            bodies[id(function)] = (function, function.__code__)
+            _ACTIVE[path] = (called, why)
+            function.__code__ = _raising_body(path, len(function.__closure__ or ()))
 
         if isinstance(original, staticmethod | classmethod):
             stub = type(original)(stub)  # type: ignore[assignment]
@@ -104,6 +114,10 @@ def forbid(*paths: str, why: str = "the exercise asks you to write this part you
     try:
         yield called
     finally:
+        for function, code in bodies.values():
+            function.__code__ = code
+        for path in paths:
+            _ACTIVE.pop(path, None)
         for name, value in aliases:
             namespace[name] = value
         for owner, attr, original, had_own in reversed(patched):
@@ -114,6 +128,33 @@ def forbid(*paths: str, why: str = "the exercise asks you to write this part you
     if called:
         names = ", ".join(dict.fromkeys(called))
         raise ForbiddenCall(f"your answer called {names}: {why}")
+
+
+#: The forbidden paths of the blocks running now: path -> (their list of calls, why).
+_ACTIVE: dict[str, tuple[list[str], str]] = {}
+
+
+def _forbidden_call(path: str) -> None:
+    """What a forbidden function's borrowed body does: record the call, and raise."""
+    called, why = _ACTIVE.get(path, ([], "the exercise asks you to write this part yourself"))
+    called.append(path)
+    raise ForbiddenCall(f"your answer called {path}: {why}")
+
+
+@functools.lru_cache(maxsize=256)
+def _raising_body(path: str, n_free: int) -> types.CodeType:
+    """A function body that calls ``_forbidden_call(path)``, with ``n_free`` free variables so
+    that it can stand in for a closure's body (``__code__`` must keep their number)."""
+    free = [f"_free{i}" for i in range(n_free)]
+    lines = ["def _outer():", *(f"    {name} = None" for name in free),
+             "    def _forbidden(*args, **kwargs):",
+             *([f"        ({', '.join(free)},)"] if free else []),
+             "        import sys",
+             f"        sys.modules['course_utils.grading.checks']._forbidden_call({path!r})",
+             "    return _forbidden"]
+    scope: dict[str, Any] = {}
+    exec("\n".join(lines), scope)  # noqa: S102 (our own fixed source)
+    return scope["_outer"]().__code__
 
 
 def _user_namespace() -> dict[str, Any]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import ctypes
 import hashlib
 import json
@@ -174,7 +175,7 @@ def grade_notebook(path: str | Path, solutions: str | Path, *, timeout: float = 
             raise _Ungradable(problem or f"no notebook in {solutions} has its name or exercises")
         report.notebook = canonical_path.name
         try:
-            reference = nbformat.read(canonical_path, as_version=4)
+            reference = _solutions_notebook(canonical_path)
             validate(reference, str(canonical_path), stubs=solutions.name != "solutions")
         except Exception as e:  # the course's own notebook is broken (FormatError, bad JSON)
             raise _Ungradable(f"the solutions notebook cannot be used: {e}") from None
@@ -347,6 +348,18 @@ def _read_notebook(path: Path, links: bool = True) -> NotebookNode:
     return nb
 
 
+#: The solutions notebooks as ``main`` read them before grading anything: a submission graded
+#: without the sandbox may rewrite the files while others are being graded.
+_SOLUTIONS: dict[Path, NotebookNode] = {}
+
+
+def _solutions_notebook(path: Path) -> NotebookNode:
+    """The solutions notebook at ``path``: as read before grading started (``main``), else from
+    the file; an unreadable one raises."""
+    found = _SOLUTIONS.get(path.resolve())
+    return copy.deepcopy(found) if found is not None else nbformat.read(path, as_version=4)
+
+
 def _find_canonical(path: Path, nb: NotebookNode | None, solutions: Path) -> Path | None:
     """The solutions notebook with the same file name, else the one sharing most exercise ids."""
     if (solutions / path.name).is_file():
@@ -357,7 +370,7 @@ def _find_canonical(path: Path, nb: NotebookNode | None, solutions: Path) -> Pat
     overlap = {}
     for candidate in sorted(solutions.glob("*.ipynb")):
         try:
-            theirs = {exercise_id(c) for c in nbformat.read(candidate, as_version=4).cells}
+            theirs = {exercise_id(c) for c in _solutions_notebook(candidate).cells}
         except Exception:
             continue
         overlap[candidate] = len(mine & theirs)
@@ -451,6 +464,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1, help="notebooks graded at once")
     parser.add_argument("--memory", type=float, default=6.0, metavar="GiB",
                         help="memory limit per submission (default: 6)")
+    parser.add_argument("--disk", type=float, default=4.0, metavar="GiB",
+                        help="limit on the files a submission writes in its own folders, "
+                        "its /tmp when sandboxed (default: 4)")
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--sandbox", dest="sandbox", action="store_true", default=None,
                        help="run each kernel under bubblewrap (the default where bwrap works)")
@@ -474,6 +490,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not canonical.is_file():
             print(f"error: no {canonical}", file=sys.stderr)
             return 2
+    _SOLUTIONS.clear()
+    for notebook in sorted(solutions.glob("*.ipynb")):  # before any submission runs
+        with contextlib.suppress(Exception):  # a broken one is reported where it is used
+            _SOLUTIONS[notebook.resolve()] = nbformat.read(notebook, as_version=4)
     todo = collect(args.paths, solutions)
     if not todo:
         print(f"error: no notebooks in {' '.join(args.paths)}", file=sys.stderr)
@@ -490,17 +510,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     if sandbox and not available:
         print(f"error: --sandbox: {bwrap.why_not_available()}", file=sys.stderr)
         return 2
+    jobs = max(1, args.jobs)
     if not sandbox:
         why = "--no-sandbox" if args.sandbox is False else bwrap.why_not_available()
         print(f"warning: grading is not isolated ({why}): a submission's code runs with your "
               "rights and can read and write your files; see README, 'Grading a class'",
               file=sys.stderr)
+        if jobs > 1:  # the course guard can only tell whose change it found one at a time
+            print(f"note: without the sandbox submissions are graded one at a time (--jobs "
+                  f"{jobs} ignored), so that a change to the course's files is blamed on the "
+                  "submission that made it", file=sys.stderr)
+            jobs = 1
     if argv is None:  # the command line (not a call from Python, e.g. in a lesson's kernel)
         _harden()
     hidden = [Path(p).resolve() for p in args.paths]
     hidden += [p.resolve() for p in (args.csv, args.feedback) if p is not None]
     guard = None if sandbox else CourseGuard([GRADER, solutions], watched=[GRADER.parent])
-    limits = Limits(memory_bytes=int(args.memory * GiB))
+    limits = Limits(memory_bytes=int(args.memory * GiB), disk_bytes=int(args.disk * GiB))
 
     def grade(item: tuple[Path, str, bool]) -> NotebookReport:
         path, learner, given = item
@@ -518,7 +544,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     before = descendants()
     try:
-        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
             reports = list(pool.map(grade, todo))
     finally:
         kill_descendants(keep=before)
