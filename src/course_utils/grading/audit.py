@@ -227,7 +227,14 @@ def audit_notebook(stem: str, *, root: Path | None = None, timeout: float = 120.
                     result = VariantResult(stem, ex, variant, 0, possible.get(ex, 0))
                     if not variant.problem:
                         t0 = time.monotonic()
-                        _run_variant(run, code, ex, i, end, solution_cells[ex], variant, result)
+                        # Tamper probes where a false alarm would show: the right answers.
+                        # (A stub or shortcut must score below full marks anyway.)
+                        run.probe = variant.kind == "unusual"
+                        try:
+                            _run_variant(run, code, ex, i, end, solution_cells[ex], variant,
+                                         result)
+                        finally:
+                            run.probe = True
                         result.seconds = time.monotonic() - t0
                         if run.alive():
                             run.restore()
