@@ -4,7 +4,8 @@
     python benchmarks/frameworks.py                  # every size of lesson 10, ~10 minutes
     python benchmarks/frameworks.py --only tiny,mlp  # some workloads
 
-Its defaults are lesson 10's: one thread per framework, the same four workloads at the same sizes,
+Its defaults are lesson 10's: one thread per framework, the same four workloads at the lesson's
+sizes (and one larger size where the lesson stops early to stay within its time),
 the MLP in float64, verdicts decided from per-round ratios timed on the process's CPU time, each
 framework's modes in rounds of their own. It adds what the lesson leaves out to stay within two
 minutes: ``torch.compile`` (inductor by default) on every workload and size, repeated first calls
@@ -76,7 +77,7 @@ LR = 0.1  # SGD step size of the MLP workload
 CHAIN = 33  # 0.9 * x + 0.1 repeated: 2 elementwise ops each, 66 in all
 
 #: How every comparison is timed and decided (as lesson 10's TIMING); the clock is chosen in main.
-TIMING = {"warmup": 2, "repeats": 6, "max_time_s": 3.0}
+TIMING = {"warmup": 2, "repeats": 6, "max_time_s": 2.0}
 
 
 class NotAvailable(Exception):
@@ -526,7 +527,7 @@ WORKLOADS = [
              (16, 1024, 65536, 2**20), (16, 65536), tiny_data,
              twice(lambda d: chain_np(d["x"].astype(np.float64))), tiny_torch, tiny_tf, tiny_mg),
     Workload("mlp", "MLP training step (spiral, 2-32-32-2, float64)", "batch size",
-             (200, 2000, 20000), (200,), mlp_data,
+             (200, 2000, 10000, 20000), (200,), mlp_data,
              lambda d: mlp_losses_np(d["params"], d["X"], d["Y"]),
              mlp_torch, mlp_tf, mlp_mg),
     Workload("matmul", "n x n float32 matrix product", "n",
@@ -534,7 +535,7 @@ WORKLOADS = [
              twice(lambda d: d["a"].astype(np.float64) @ d["b"]), matmul_torch, matmul_tf,
              matmul_mg),
     Workload("cnn", "ResNet-style CNN, 8 x 32 x 32 images", "width (channels)",
-             (8, 16, 32), (16,), cnn_data, twice(lambda d: cnn_np(d["x"], d["net"])),
+             (4, 8, 16, 32), (16,), cnn_data, twice(lambda d: cnn_np(d["x"], d["net"])),
              cnn_torch, cnn_tf, cnn_mg),
 ]
 
