@@ -272,6 +272,9 @@ ATTACKS: dict[str, tuple[str, float, str | None, str]] = {
         def double(x):
             return np.zeros(np.shape(x))
         """), 0, "tampered", "a thread your code started"),
+    "swap-function-body": ("import course_utils.grading.checks as c\n"
+                           "c.check_predictions.__code__ = (lambda *a, **k: None).__code__\n"
+                           + WRONG, 0, "tampered", "check_predictions"),
     "swap-builtins": ("import builtins\n__builtins__ = dict(vars(builtins), len=lambda x: 2)\n"
                       + WRONG, 0, "tampered", "__builtins__"),
     "poison-sys-modules": ("import sys, types\n"
@@ -418,11 +421,14 @@ def build(folder: Path, attacks: dict, replace: dict[str, str]) -> None:
             answer = answer.replace(old, new)
         (folder / name).mkdir()
         nbformat.write(submission(answer, answer_2), folder / name / "99_fixture.ipynb")
-    # Not a notebook anyone could run: a link to another learner's file, a notebook of 5 MB of
-    # code, check cells of the learner's own with absurd points and another check's cell id.
+    # Not a notebook anyone could run: a link to another learner's file, a FIFO (reading it would
+    # block), a notebook of 5 MB of code, check cells of the learner's own with absurd points and
+    # another check's cell id.
     (folder / "link-to-victim").mkdir()
     os.symlink(folder / "honest-full" / "99_fixture.ipynb",
                folder / "link-to-victim" / "99_fixture.ipynb")
+    (folder / "fifo").mkdir()
+    os.mkfifo(folder / "fifo" / "99_fixture.ipynb")
     big = submission(WRONG)
     big.cells.insert(1, v4.new_code_cell("x = 1\n" * 900_000))
     (folder / "big-source").mkdir()
@@ -452,7 +458,8 @@ def check_reports(reports: dict, attacks: dict) -> None:
         want_2 = 1 if name in ("honest-full", "memory-hog") else 0
         if ex["99.2"]["points"] != want_2:
             problems.append(f"{name}: 99.2 scored {ex['99.2']['points']}, expected {want_2}")
-    for name, says in [("link-to-victim", "symbolic link"), ("big-source", "too much code")]:
+    for name, says in [("link-to-victim", "symbolic link"), ("big-source", "too much code"),
+                       ("fifo", "not a regular file")]:
         if [e["status"] for e in reports[name]["exercises"]] != ["error", "error"] \
                 or says not in reports[name]["error"]:
             problems.append(f"{name}: {reports[name]['exercises']}")

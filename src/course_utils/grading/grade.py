@@ -317,6 +317,8 @@ def _read_notebook(path: Path, links: bool = True) -> NotebookNode:
     try:
         if not links and path.is_symlink():
             raise ValueError("the submission is a symbolic link, not a file; it was not read")
+        if path.exists() and not path.is_file():  # a FIFO would block the grader for ever
+            raise ValueError("the submission is not a regular file; it was not read")
         size = path.stat().st_size
         if size > MAX_FILE_BYTES:
             raise ValueError(f"the file is too big to grade ({size / 2**20:.0f} MB; at most "

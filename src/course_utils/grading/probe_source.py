@@ -98,10 +98,29 @@ def probe(nonce, mode, want, known, B):
         try:
             if isinstance_(v, T) or isinstance_(v, code_like) \
                     or any("__get__" in k.__dict__ for k in t.__mro__[:-1]):
-                return f"{id_(v):x}"
+                return f"{id_(v):x}{body(v)}"
         except Exception:
             pass
         return f"d{id_(t):x}"
+
+    FT, PROP, WRAPS = types.FunctionType, B["property"], (B["staticmethod"], B["classmethod"])
+
+    def body(v):
+        """A function keeps its identity when its code is replaced (``f.__code__ = ...``): so
+        the code's identity is part of the token, for functions and what wraps one."""
+        t = T(v)
+        f = v if t is FT else v.fget if t is PROP else v.__func__ if t in WRAPS \
+            or t is types.MethodType else None
+        return f":{id_(f.__code__):x}" if T(f) is FT else ""
+
+    def codes(values):
+        """The identities of the code of the functions among ``values`` (and of properties'
+        getters, static and class methods'), for the quick hash."""
+        return tuple_([id_(v.__code__) for v in values if T(v) is FT]
+                      + [id_(v.fget.__code__) for v in values if T(v) is PROP
+                         and T(v.fget) is FT]
+                      + [id_(v.__func__.__code__) for v in values if T(v) in WRAPS
+                         and T(v.__func__) is FT])
 
     def from_file(module_name, filename):
         module = sys.modules.get(module_name or "")
@@ -186,11 +205,14 @@ def probe(nonce, mode, want, known, B):
         if it is what the grader saw last time, nothing in the module was rebound."""
         own = OBJ.__getattribute__(module, "__dict__")
         values = list_(own.values())
-        parts = [hash_(tuple_(own.keys())), hash_(tuple_(map_(id_, values)))]
+        parts = [hash_(tuple_(own.keys())), hash_(tuple_(map_(id_, values))),
+                 hash_(codes(values))]
         for v in values:
             if isinstance_(v, T) and v.__dict__.get("__module__") == name:
                 d = T.__dict__["__dict__"].__get__(v)
-                parts += [hash_(tuple_(d.keys())), hash_(tuple_(map_(id_, d.values())))]
+                inner = list_(d.values())
+                parts += [hash_(tuple_(d.keys())), hash_(tuple_(map_(id_, inner))),
+                          hash_(codes(inner))]
         return hash_(tuple_(parts))
 
     # 1. Modules of the machinery (and their classes), builtins included.
