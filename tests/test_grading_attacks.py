@@ -275,6 +275,14 @@ ATTACKS: dict[str, tuple[str, float, str | None, str]] = {
     "swap-function-body": ("import course_utils.grading.checks as c\n"
                            "c.check_predictions.__code__ = (lambda *a, **k: None).__code__\n"
                            + WRONG, 0, "tampered", "check_predictions"),
+    "array-function-liar": (textwrap.dedent("""
+        class Liar:
+            shape = (2, 3)
+            def __array_function__(self, func, types, args, kwargs):
+                return True
+        def double(x):
+            return Liar()
+        """), 0, "tampered", "__array_function__"),
     "swap-builtins": ("import builtins\n__builtins__ = dict(vars(builtins), len=lambda x: 2)\n"
                       + WRONG, 0, "tampered", "__builtins__"),
     "poison-sys-modules": ("import sys, types\n"

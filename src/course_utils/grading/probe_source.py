@@ -300,6 +300,24 @@ def probe(nonce, mode, want, known, B):
             suspects.append(thread.name)
     out["threads"] = suspects
 
+    # A value can lie too: numpy hands `np.array_equal(got, ...)` to `type(got).__array_function__`
+    # when it has one, and no library of the course defines one outside numpy. Every class
+    # alive is visited (a few milliseconds).
+    liars, stack, visited = [], [OBJ], {id_(OBJ)}
+    subclasses, dict_of, add = T.__subclasses__, T.__dict__["__dict__"].__get__, visited.add
+    while stack:
+        try:
+            below = subclasses(stack.pop())
+        except TypeError:
+            continue
+        for c in below:
+            if id_(c) not in visited:
+                add(id_(c))
+                stack.append(c)
+                if "__array_function__" in dict_of(c) and not genuine(c):
+                    liars.append(c.__qualname__)
+    out["liars"] = liars
+
     # 4. IPython's lists and handlers, named one by one for clear messages.
     ex = out["explicit"]
     ex["ipython.custom_exceptions"] = B["repr"](ip.custom_exceptions)

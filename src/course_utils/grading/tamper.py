@@ -280,6 +280,9 @@ def compare(baseline: Baseline, now: dict[str, Any],
         first = baseline.late.setdefault(key, token)
         if not genuine or token != first:
             changed.append(key)
+    for name in now.get("liars", []):
+        changed.append(f"your class {name} defines __array_function__: numpy would let it "
+                       "answer a check's comparison for itself")
     for name in now.get("threads", []):
         changed.append(f"a thread your code started ({name}) was running during the check")
     for name, what in now.get("namespace", {}).items():
