@@ -1,6 +1,6 @@
 """Eager against graph against compiled graph in every framework: lesson 10's sweep, at full length.
 
-    python benchmarks/frameworks.py --quick          # fewer sizes, a few minutes on 2 CPU cores
+    python benchmarks/frameworks.py --quick          # fewer sizes, a minute or two on 2 CPU cores
     python benchmarks/frameworks.py                  # every size of lesson 10, ~10 minutes
     python benchmarks/frameworks.py --only tiny,mlp  # some workloads
 
