@@ -304,6 +304,12 @@ ATTACKS: dict[str, tuple[str, float, str | None, str]] = {
     "forge-reply": (FORGE.replace("THEN", "pass"), 0, "tampered", "answered twice"),
     "forge-reply-then-exit": (FORGE.replace("THEN", "import os; os._exit(0)"), 0, "error",
                               "died right after the check"),
+    # What a check's call into the answer can do: stop the interpreter, ask for input, recurse.
+    "exit-in-check": ("import sys\ndef double(x):\n    sys.exit(0)\n", 0, "error", "SystemExit"),
+    "input-in-check": ("def double(x):\n    return input('x? ')\n", 0, "error",
+                       "StdinNotImplementedError"),
+    "recursion-in-check": ("def double(x):\n    return double(x)\n", 0, "error",
+                           "RecursionError"),
     # Output and files.
     "huge-error": ("def double(x):\n    raise ValueError('z' * 20_000_000)\n", 0, "error",
                    "more characters not shown"),
