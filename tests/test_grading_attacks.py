@@ -440,13 +440,16 @@ def build(folder: Path, attacks: dict, replace: dict[str, str]) -> None:
         (folder / name).mkdir()
         nbformat.write(submission(answer, answer_2), folder / name / "99_fixture.ipynb")
     # Not a notebook anyone could run: a link to another learner's file, a FIFO (reading it would
-    # block), a notebook of 5 MB of code, check cells of the learner's own with absurd points and
-    # another check's cell id.
+    # block), JSON nested 200,000 deep (it stopped the whole class), a notebook of 5 MB of code,
+    # check cells of the learner's own with absurd points and another check's cell id.
     (folder / "link-to-victim").mkdir()
     os.symlink(folder / "honest-full" / "99_fixture.ipynb",
                folder / "link-to-victim" / "99_fixture.ipynb")
     (folder / "fifo").mkdir()
     os.mkfifo(folder / "fifo" / "99_fixture.ipynb")
+    (folder / "json-bomb").mkdir()
+    (folder / "json-bomb" / "99_fixture.ipynb").write_text(
+        '{"cells": ' + "[" * 200_000 + "]" * 200_000 + "}")
     big = submission(WRONG)
     big.cells.insert(1, v4.new_code_cell("x = 1\n" * 900_000))
     (folder / "big-source").mkdir()
@@ -461,6 +464,10 @@ def build(folder: Path, attacks: dict, replace: dict[str, str]) -> None:
     (folder / "odd-metadata" / "99_fixture.ipynb").write_text(json.dumps(odd))
     (folder / ODD_NAME).mkdir()
     nbformat.write(submission(RIGHT), folder / ODD_NAME / "99_fixture.ipynb")
+    not_utf8 = os.path.join(os.fsencode(folder), b"bytes-\xff")  # stopped the CSV and HTML
+    os.mkdir(not_utf8)
+    shutil.copy(folder / "honest-full" / "99_fixture.ipynb",
+                os.path.join(not_utf8, b"99_fixture.ipynb"))
 
 
 def check_reports(reports: dict, attacks: dict) -> None:
@@ -477,15 +484,16 @@ def check_reports(reports: dict, attacks: dict) -> None:
         if ex["99.2"]["points"] != want_2:
             problems.append(f"{name}: 99.2 scored {ex['99.2']['points']}, expected {want_2}")
     for name, says in [("link-to-victim", "symbolic link"), ("big-source", "too much code"),
-                       ("fifo", "not a regular file")]:
+                       ("fifo", "not a regular file"), ("json-bomb", "nested too deeply")]:
         if [e["status"] for e in reports[name]["exercises"]] != ["error", "error"] \
                 or says not in reports[name]["error"]:
             problems.append(f"{name}: {reports[name]['exercises']}")
     odd = reports["odd-metadata"]
     if odd["points"] != 0 or odd["possible"] != 3:
         problems.append(f"odd-metadata: {odd['points']}/{odd['possible']}")
-    if reports[ODD_NAME]["points"] != 2:
-        problems.append(f"{ODD_NAME!r}: {reports[ODD_NAME]['points']}")
+    for name, points in ((ODD_NAME, 2), ("bytes-\\udcff", 3)):  # copies of honest answers
+        if reports[name]["points"] != points:
+            problems.append(f"{name!r}: {reports[name]['points']}")
     assert not problems, "\n".join(problems)
 
 

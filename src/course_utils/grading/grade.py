@@ -163,7 +163,7 @@ def grade_notebook(path: str | Path, solutions: str | Path, *, timeout: float = 
     """
     path, solutions = Path(path), Path(solutions)
     learner = learner if learner is not None else _learner_name(path, solutions)
-    report = NotebookReport(str(path), learner, "", [])
+    report = NotebookReport(_printable(str(path)), _printable(learner), "", [])
     possible: dict[str, float] = {}
     try:
         try:
@@ -213,6 +213,12 @@ def grade_notebook(path: str | Path, solutions: str | Path, *, timeout: float = 
         report.notes.append(f"the submission changed the course's files ({what}); they were put "
                             "back, and every exercise scores 0")
     return report
+
+
+def _printable(text: str) -> str:
+    """A file name as text every report can hold: bytes that are not UTF-8 (Python keeps them
+    as lone surrogates, which no UTF-8 file or terminal takes) written as ``\\udcff``."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 class _Ungradable(Exception):
@@ -335,6 +341,8 @@ def _read_notebook(path: Path, links: bool = True) -> NotebookNode:
         raise ValueError("not a notebook: the file is not text") from None
     except json.JSONDecodeError as e:
         raise ValueError(f"not a notebook: the file is not JSON ({e})") from None
+    except RecursionError:  # [[[[...]]]] 200,000 deep: one file must not stop the class
+        raise ValueError("not a notebook: its JSON is nested too deeply") from None
     try:
         nb = nbformat.reads(text, as_version=4)
     except Exception as e:
