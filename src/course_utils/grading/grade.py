@@ -424,7 +424,10 @@ def _shared_canonical(todo: list[tuple[Path, str, bool]], solutions: Path) -> Pa
             nb = _read_notebook(path, given)
         except ValueError:
             nb = None
-        canonical = _find_canonical(path, nb, solutions)
+        try:
+            canonical = _find_canonical(path, nb, solutions)
+        except Exception:  # whatever a submission holds, the class is graded
+            canonical = None
         if canonical is not None:
             found.add(canonical)
     return found.pop() if len(found) == 1 else None
@@ -548,9 +551,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 _read_notebook(path, given)
             except ValueError:
                 forced = canonical_for_broken
-        return grade_notebook(path, solutions, timeout=args.timeout, learner=learner,
-                              sandbox=sandbox, limits=limits, hidden=hidden, canonical=forced,
-                              guard=guard, links=given)
+        try:
+            return grade_notebook(path, solutions, timeout=args.timeout, learner=learner,
+                                  sandbox=sandbox, limits=limits, hidden=hidden,
+                                  canonical=forced, guard=guard, links=given)
+        except Exception as e:  # a bug met by an odd file: that file's row says so, the rest
+            return NotebookReport(_printable(str(path)), _printable(learner), "", [],  # goes on
+                                  error=f"the grader failed on this file: {type(e).__name__}: "
+                                  f"{e}")
 
     before = descendants()
     try:
