@@ -530,13 +530,34 @@ def run_class(tmp_path: Path, attacks: dict, solutions: Path, *args: str
     return reports, done, csv_path, feedback, peak
 
 
+CGROUPS = Path("/sys/fs/cgroup/pids")
+
+
+def kernel_cgroups() -> set[Path]:
+    """The pids cgroups kernels graded as root get (see supervise.py)."""
+    return set(CGROUPS.glob("course-grade-*")) if CGROUPS.is_dir() else set()
+
+
+def assert_no_cgroup_left(before: set[Path]) -> None:
+    """Every cgroup made for a kernel of this run is gone (an empty one left behind is a leak;
+    one with processes belongs to someone else's grading still running)."""
+    deadline = time.monotonic() + 5
+    while True:
+        left = [c for c in kernel_cgroups() - before if (c / "pids.current").exists()
+                and (c / "pids.current").read_text().strip() == "0"]
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert not left, f"cgroups left behind: {left}"
+
+
 def grader_files() -> dict[Path, bytes]:
     return {p: p.read_bytes() for p in GRADER.glob("*.py")}
 
 
 @pytest.mark.skipif(not SANDBOX, reason="bubblewrap (bwrap) cannot start a sandbox here")
 def test_every_attack_is_held_in_the_sandbox(tmp_path):
-    grader = grader_files()
+    grader, cgroups = grader_files(), kernel_cgroups()
     attacks = {**ATTACKS, **SANDBOX_ONLY}
     try:
         reports, done, csv_path, feedback, peak = run_class(tmp_path, attacks, SOLUTIONS,
@@ -548,6 +569,7 @@ def test_every_attack_is_held_in_the_sandbox(tmp_path):
     assert peak < 600 * 2**20, f"the grader reached {peak / 2**20:.0f} MB"
     assert not (Path.home() / MARK).exists()
     assert "warning: grading is not isolated" not in done.stderr
+    assert_no_cgroup_left(cgroups)
 
 
 def test_the_attacks_that_need_no_sandbox_are_held_without_it(tmp_path):

@@ -146,6 +146,7 @@ class Kernel:
         self.started_s = 0.0
         self.token = secrets.token_hex(12)  # marks every process of this kernel (environment)
         self._next_state_check = 0.0
+        self.cgroup = ""  # the kernel's pids cgroup (root), which its supervisor made
         #: Requests answered more than once: the first answer was forged by code in the kernel
         #: (a learner's function can send an execute_reply for the check that calls it).
         self.forged: set[str] = set()
@@ -295,6 +296,8 @@ class Kernel:
                              "files) and was stopped")
             elif word == "failed":
                 self.lost = f"the kernel could not be started: {rest}"
+            elif word == "cgroup":
+                self.cgroup = rest
             elif word == "cleaned":
                 self.cleaned = int(rest) if rest.isdigit() else None
                 self.lost = self.lost or "the kernel stopped"
@@ -493,8 +496,11 @@ class Kernel:
             sup.wait()
         self._poll_supervisor()
         # The supervisor kills its whole tree; a process that escaped it (the kernel killed its
-        # supervisor first) still carries this kernel's mark in its environment.
+        # supervisor first) still carries this kernel's mark in its environment, and is still in
+        # the kernel's cgroup (root), which goes once it is empty.
         kill_marked(self.token)
+        if self.cgroup:
+            _empty_cgroup(self.cgroup)
 
     def close(self) -> None:
         """Kill the kernel and its processes, close the sockets, delete the private folder."""
@@ -509,6 +515,26 @@ class Kernel:
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)
             self.folder = None
+
+
+def _empty_cgroup(folder: str, deadline_s: float = 5.0) -> None:
+    """Kill every process left in a kernel's cgroup, then remove it (it was made for that kernel
+    and nothing else)."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        try:
+            with open(os.path.join(folder, "cgroup.procs")) as f:
+                pids = [int(line) for line in f if line.strip()]
+        except OSError:
+            return  # gone already
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        try:
+            os.rmdir(folder)
+            return
+        except OSError:
+            time.sleep(0.05)
 
 
 def _stopped(pid: int) -> bool:
