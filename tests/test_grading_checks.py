@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import json
 import subprocess
@@ -112,8 +113,9 @@ def test_a_missing_or_changed_prediction_is_reported():
 def test_floats_are_not_predictions_and_literal_assignments_reads_only_the_top_level():
     with pytest.raises(TypeError, match="a prediction must be"):
         digest("ratio", 1.5)
-    found = literal_assignments("a = 1\nb: int = 2\nif True:\n    c = 3\nd, e = 4, 5")
-    assert sorted(found) == ["a", "b"]
+    found = literal_assignments("a = 1\nb: int = 2\nif True:\n    c = 3\nd, e = 4, 5\nf, g = h")
+    assert sorted(found) == ["a", "b", "d", "e"]  # a tuple of literals is read element by element
+    assert ast.literal_eval(found["e"]) == 5
     assert literal_assignments("this is not python") == {}
 
 

@@ -187,7 +187,7 @@ def digest(name: str, value: Any) -> str:
 
 
 def literal_assignments(source: str) -> dict[str, ast.expr]:
-    """Top-level ``name = <expression>`` statements of a cell: name -> the expression node."""
+    """Top-level ``name = <expression>`` (and ``a, b = x, y``) statements: name -> expression."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -198,6 +198,13 @@ def literal_assignments(source: str) -> dict[str, ast.expr]:
             for target in stmt.targets:
                 if isinstance(target, ast.Name):
                     found[target.id] = stmt.value
+                elif isinstance(target, ast.Tuple | ast.List) \
+                        and isinstance(stmt.value, ast.Tuple | ast.List) \
+                        and len(target.elts) == len(stmt.value.elts):
+                    # `a, b = 3, "fused"`: element by element, each still a literal to check.
+                    for name, value in zip(target.elts, stmt.value.elts, strict=True):
+                        if isinstance(name, ast.Name):
+                            found[name.id] = value
         elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) \
                 and stmt.value is not None:
             found[stmt.target.id] = stmt.value
