@@ -36,17 +36,6 @@ from course_utils import bench, data, models
 TARGET = 3.0
 
 
-def target_verdict(ratio: bench.Ratio, target: float) -> str:
-    """``met``, ``MISSED`` or ``undecided``: the median ratio against ``target``, and whether the
-    interval of that median lies wholly on one side of it."""
-    low, high = ratio.low or ratio.median, ratio.high or ratio.median
-    if high <= target:
-        return "met"
-    if low > target:
-        return "MISSED"
-    return f"undecided (the interval straddles {target}x; median {ratio.median:.2f}x)"
-
-
 def conv_layer(repeats: int) -> None:
     rng = np.random.default_rng(0)
     x = data.load_digits().X_train[:64]
@@ -72,7 +61,7 @@ def conv_layer(repeats: int) -> None:
     ratio = result.ratios["minigraph eager"]
     print(f"\nminigraph conv2d {ratio.median:.2f}x PyTorch CPU (95% interval of the median "
           f"{ratio.low:.2f}-{ratio.high:.2f}); target within {TARGET}x: "
-          f"{target_verdict(ratio, TARGET)}\n")
+          f"{bench.against_target(ratio, TARGET)}\n")
 
 
 def cnn_step(repeats: int) -> None:

@@ -32,17 +32,6 @@ OPS = 3 * BLOCKS + 1  # mul, add, tanh per block, and the final sum
 TARGET = 1.5
 
 
-def target_verdict(ratio: bench.Ratio, target: float) -> str:
-    """``met``, ``MISSED`` or ``undecided``: the median ratio against ``target``, and whether the
-    interval of that median lies wholly on one side of it."""
-    low, high = ratio.low or ratio.median, ratio.high or ratio.median
-    if high <= target:
-        return "met"
-    if low > target:
-        return "MISSED"
-    return f"undecided (the interval straddles {target}x; median {ratio.median:.2f}x)"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=25)
@@ -81,7 +70,7 @@ def main() -> None:
     ratio = result.ratios["minigraph eager"]
     print(f"minigraph eager {ratio.median:.2f}x PyTorch eager (95% interval of the median "
           f"{ratio.low:.2f}-{ratio.high:.2f}); target <= {TARGET}x: "
-          f"{target_verdict(ratio, TARGET)}")
+          f"{bench.against_target(ratio, TARGET)}")
 
 
 if __name__ == "__main__":

@@ -723,3 +723,14 @@ def test_minigraph_cnn_matches_numpy_reference(frameworks, mode):
     fn = frameworks.cnn_mg(data, mode)
     want = frameworks.cnn_np(data["x"], data["net"])
     assert frameworks.check([fn(), fn()], [want, want], rtol=1e-4) is None
+
+
+def test_against_target_reads_the_whole_interval():
+    """A target is met only when the interval is wholly under it; straddling it says so."""
+    under = bench.Ratio(1.3, 1.2, 1.4, low=1.25, high=1.5, coverage=0.96)
+    over = bench.Ratio(1.6, 1.55, 1.7, low=1.51, high=1.8, coverage=0.96)
+    straddle = bench.Ratio(1.45, 1.4, 1.55, low=1.4, high=1.6, coverage=0.96)
+    assert bench.against_target(under, 1.5) == "met"
+    assert bench.against_target(over, 1.5) == "MISSED"
+    assert bench.against_target(straddle, 1.5).startswith("undecided")
+    assert bench.against_target(bench.Ratio(1.2, 1.2, 1.2), 1.5) == "met"  # no interval: the median

@@ -270,6 +270,26 @@ def decide(ratio: Ratio, margin: float = MARGIN, confidence: float = CONFIDENCE)
     return _outcome(ratio.low, ratio.high, margin)
 
 
+def against_target(ratio: Ratio, target: float) -> str:
+    """``met``, ``MISSED`` or ``undecided``: a ratio against a target such as "at most 1.5x".
+
+    Met when the whole 95% interval of the median ratio is at or under ``target``, missed when it
+    is wholly above, undecided when it straddles it (what the benchmarks print for their targets).
+
+    >>> against_target(Ratio(1.3, 1.2, 1.4, low=1.25, high=1.4, coverage=0.96), 1.5)
+    'met'
+    >>> against_target(Ratio(1.6, 1.5, 1.7, low=1.55, high=1.7, coverage=0.96), 1.5)
+    'MISSED'
+    """
+    low = ratio.median if ratio.low is None else ratio.low
+    high = ratio.median if ratio.high is None else ratio.high
+    if high <= target:
+        return "met"
+    if low > target:
+        return "MISSED"
+    return f"undecided (the interval straddles {target}x; median {ratio.median:.2f}x)"
+
+
 def _outcome(low: float, high: float, margin: float) -> str:
     """Where an interval ``[low, high]`` of a time ratio lies against the margin's two bounds.
 
