@@ -97,9 +97,17 @@ def wrap(command: list[str], *, writable: Iterable[Path], hidden: Iterable[Path]
     else:
         args += ["--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]
     read_only = ["/run"]
-    keep = _existing([sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path,
-                      Path(__file__).resolve().parents[2]])
+    package = Path(__file__).resolve().parents[2]
+    keep = _existing([sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path, package])
     keep = [k for k in keep if not any(o != k and _inside(k, o) for o in keep)]  # outermost
+    # A course (or its virtualenv) that lives under /tmp, as a CI checkout may, would vanish
+    # behind the private /tmp: bind it back read-only, as it is everywhere else. Hidden folders
+    # inside it (solutions/) are hidden again below.
+    course = package.parent if (package.parent / "pyproject.toml").is_file() else package
+    private = [Path(p).resolve() for p in ("/tmp", "/var/tmp", "/dev/shm") if os.path.isdir(p)]
+    for needed in _existing([*keep, course]):
+        if any(_inside(needed, p) for p in private):
+            args += ["--ro-bind", str(needed), str(needed)]
     home = Path(os.path.expanduser("~")).resolve()
     hide = _existing(hidden)
     if home != Path("/") and home.is_dir():
