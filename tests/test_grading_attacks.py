@@ -302,8 +302,10 @@ ATTACKS: dict[str, tuple[str, float, str | None, str]] = {
     "shadow-exception": ("NotImplementedError = AssertionError\n" + WRONG, 0, "tampered",
                          "shadows the builtin NotImplementedError"),
     "forge-reply": (FORGE.replace("THEN", "pass"), 0, "tampered", "answered twice"),
+    # Whether the grader sees the death while it waits for the check's reply or when the
+    # canary after it goes unanswered is a race; either way the kernel "died".
     "forge-reply-then-exit": (FORGE.replace("THEN", "import os; os._exit(0)"), 0, "error",
-                              "died right after the check"),
+                              "died"),
     # What a check's call into the answer can do: stop the interpreter, ask for input, recurse.
     "exit-in-check": ("import sys\ndef double(x):\n    sys.exit(0)\n", 0, "error", "SystemExit"),
     "input-in-check": ("def double(x):\n    return input('x? ')\n", 0, "error",
