@@ -524,10 +524,10 @@ def cnn_mg(d, mode):
 
 WORKLOADS = [
     Workload("tiny", "66 elementwise ops on a vector", "vector length",
-             (16, 1024, 65536, 2**20), (16, 65536), tiny_data,
+             (16, 1024, 4096, 65536, 2**20), (16, 65536), tiny_data,
              twice(lambda d: chain_np(d["x"].astype(np.float64))), tiny_torch, tiny_tf, tiny_mg),
     Workload("mlp", "MLP training step (spiral, 2-32-32-2, float64)", "batch size",
-             (200, 2000, 10000, 20000), (200,), mlp_data,
+             (100, 200, 500, 2000, 10000), (200,), mlp_data,
              lambda d: mlp_losses_np(d["params"], d["X"], d["Y"]),
              mlp_torch, mlp_tf, mlp_mg),
     Workload("matmul", "n x n float32 matrix product", "n",
