@@ -636,6 +636,33 @@ def test_sandboxed_grading_works_as_an_unprivileged_user(tmp_path, request):
     assert (report["points"], report["possible"]) == (3, 3)
 
 
+def test_what_the_kernel_needs_from_under_tmp_stays_visible_and_read_only(tmp_path, monkeypatch):
+    """A CI checkout may put the course and its virtualenv under /tmp, which the sandbox replaces
+    with a private one: every ``sys.path`` entry there is bound back, read-only."""
+    if not SANDBOX:
+        pytest.skip("needs bubblewrap")
+    assert str(tmp_path.resolve()).startswith(tempfile.gettempdir())
+    lib = tmp_path / "site"
+    lib.mkdir()
+    (lib / "beside_the_course.py").write_text("WHERE = 'found under /tmp'\n")
+    monkeypatch.setattr(sys, "path", [*sys.path, str(lib)])
+    probe = textwrap.dedent(f"""
+        import sys
+        sys.path.append({str(lib)!r})
+        import beside_the_course
+        print(beside_the_course.WHERE)
+        try:
+            open({str(lib / "planted.py")!r}, "w")
+        except OSError as e:
+            print("read-only:", type(e).__name__)
+        """)
+    command = sandbox.wrap([sys.executable, "-c", probe], writable=[], hidden=[], cwd=Path("/"))
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines() == ["found under /tmp", "read-only: OSError"], done.stdout
+    assert not (lib / "planted.py").exists()
+
+
 def test_a_kernel_that_kills_its_supervisor_or_forks_too_much_leaves_nothing_behind():
     """The supervisor is the subreaper; if the kernel kills it, the kernel dies with it
     (PDEATHSIG) and the grader's environment mark finds whatever else escaped. A fork loop
