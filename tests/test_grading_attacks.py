@@ -76,6 +76,24 @@ FORGE = textwrap.dedent("""
         THEN
         return None
     """)
+#: Patches numpy.array_equal while a cell's code is on the stack and the grader's probe is not,
+#: from wherever the interpreter calls ``_flip`` (never from a thread).
+FLIP = textwrap.dedent("""
+    import sys, numpy, gc, signal, time
+    _real = numpy.array_equal
+    def _flip(*_):
+        try:
+            f, in_check = sys._getframe(1), False
+            while f is not None:
+                if "probe" in f.f_code.co_name:
+                    in_check = False
+                    break
+                in_check = in_check or "ipykernel_" in f.f_code.co_filename
+                f = f.f_back
+            numpy.array_equal = (lambda *a, **k: True) if in_check else _real
+        except Exception:
+            pass
+    """)
 #: Code compiled under the file name of ipykernel's own module, so it looks like a package's.
 IN_PACKAGE_CLOTHES = ("exec(compile({source!r}, __import__('ipykernel.ipkernel').ipkernel"
                       ".__file__, 'exec'), _scope)\n")
@@ -312,6 +330,60 @@ ATTACKS: dict[str, tuple[str, float, str | None, str]] = {
                        "StdinNotImplementedError"),
     "recursion-in-check": ("def double(x):\n    return double(x)\n", 0, "error",
                            "RecursionError"),
+    # --- the second red team's: code the interpreter runs inside a check without a thread (a
+    # garbage-collection callback, a signal handler, an audit hook) patches numpy while the
+    # check runs and puts it back when the grader's probe runs ---
+    "gc-callback-race": (FLIP + "gc.callbacks.append(lambda phase, info: _flip())\n"
+                         "def double(x):\n    gc.collect()\n    return np.zeros(np.shape(x))\n",
+                         0, "tampered", "gc.callbacks"),
+    "gc-callbacks-hidden": (FLIP + "gc.callbacks.append(lambda phase, info: _flip())\n"
+                            "gc.callbacks = []\n"
+                            "def double(x):\n    gc.collect()\n    return np.zeros(np.shape(x))\n",
+                            0, "tampered", "gc.callbacks"),
+    "signal-handler-race": (FLIP + "signal.signal(signal.SIGALRM, lambda *a: _flip())\n"
+                            "signal.setitimer(signal.ITIMER_REAL, 1e-3, 1e-3)\n"
+                            "def double(x):\n    time.sleep(0.01)\n"
+                            "    return np.zeros(np.shape(x))\n", 0, None, ""),
+    "audit-hook-race": (FLIP + "sys.addaudithook(lambda event, args: _flip())\n"
+                        "def double(x):\n    sys._getframe()\n    return np.zeros(np.shape(x))\n",
+                        1, "fail", "expected [2 4], got [0. 0.]"),  # the shape is right
+    "del-cycle-race": (FLIP + textwrap.dedent("""
+        class _Cycle:  # garbage the collector frees (and the __del__ makes more of)
+            def __init__(self):
+                self.me = self
+            def __del__(self):
+                _flip()
+                _Cycle()
+        _Cycle()
+        def double(x):
+            gc.collect()
+            return np.zeros(np.shape(x))
+        """), 0, "tampered", "defines __del__"),
+    # No __del__: a weakref callback on garbage with a cycle, which the collector frees (the
+    # grader turns automatic collection off while a check and its probe run) ...
+    "weakref-cycle-race": (FLIP + textwrap.dedent("""
+        import weakref
+        _refs = []
+        def _again(ref=None):
+            if ref is not None:
+                _refs.remove(ref)
+                _flip()
+            cycle = type("Cycle", (), {})()
+            cycle.me = cycle
+            _refs.append(weakref.ref(cycle, _again))
+        _again()
+        def double(x):
+            gc.collect()
+            return np.zeros(np.shape(x))
+        """), 0, "tampered", "numpy.array_equal"),
+    # ... and turning it back on is seen.
+    # (a check that fails needs no probe: here the answer is right, to show it is seen)
+    "gc-enable-in-check": ("import gc\ndef double(x):\n    gc.enable()\n"
+                           "    return 2 * np.asarray(x)\n", 0, "tampered", "gc.enable()"),
+    # A value that answers `==` for itself (the fixture's check compares `tuple(...)`).
+    "liar-eq-shape": ("class _Eq:\n    def __eq__(self, other):\n        return True\n"
+                      "class _Liar:\n    shape = _Eq()\ndef double(x):\n    return _Liar()\n",
+                      0, None, ""),
     # Output and files.
     "huge-error": ("def double(x):\n    raise ValueError('z' * 20_000_000)\n", 0, "error",
                    "more characters not shown"),
@@ -372,6 +444,7 @@ NO_SANDBOX_ONLY: dict[str, tuple[str, float, str | None, str]] = {
 }
 HONEST = {"honest-full": (RIGHT, 2, "pass", ""), "honest-stub": (STUB, 0, "error", ""),
           "victim": (STUB, 0, "error", "")}
+XSS_NAMES = ("<img src=x onerror=alert(1)>", "img src=x onerror=alert(1)")
 #: A learner whose name is a formula, with a newline and a right-to-left override.
 ODD_NAME = "=cmd|evil\nname\u202e"
 
@@ -466,6 +539,10 @@ def build(folder: Path, attacks: dict, replace: dict[str, str]) -> None:
     (folder / "odd-metadata" / "99_fixture.ipynb").write_text(json.dumps(odd))
     (folder / ODD_NAME).mkdir()
     nbformat.write(submission(RIGHT), folder / ODD_NAME / "99_fixture.ipynb")
+    # HTML in a learner's name, and two names that make the same feedback file name.
+    for name in XSS_NAMES:
+        (folder / name).mkdir()
+        nbformat.write(submission(WRONG), folder / name / "99_fixture.ipynb")
     not_utf8 = os.path.join(os.fsencode(folder), b"bytes-\xff")  # stopped the CSV and HTML
     os.mkdir(not_utf8)
     shutil.copy(folder / "honest-full" / "99_fixture.ipynb",
@@ -512,8 +589,10 @@ def common_assertions(reports: dict, done, csv_path: Path, feedback: Path,
     assert formula["message"].startswith("'=HYPERLINK("), formula["message"]
     odd = [r for r in rows if r["learner"].startswith("'=cmd|evil")]
     assert len(odd) == 2, "a learner named '=...' with a newline: one row per exercise, quoted"
-    for page in feedback.iterdir():
-        assert "<script>" not in page.read_text(), page.name
+    pages = list(feedback.iterdir())
+    assert len(pages) == len(reports), "one feedback page per submission, none overwritten"
+    for page in pages:
+        assert "<script>" not in page.read_text() and "<img" not in page.read_text(), page.name
     time.sleep(1)  # the csv-daemon waits for the CSV: it must be dead, and the CSV intact
     with open(csv_path, newline="") as f:
         assert list(csv.DictReader(f)) == rows

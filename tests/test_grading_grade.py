@@ -59,14 +59,14 @@ CASES = {
     "tampered": ({"99.1": ("fail", 1, "AssertionError: expected [2 4], got [3 4]"),
                   "99.2": ("pass", 1, "")},
                  ["99.1: its check cell (1 of 2, `got = double([1, 2])`) was edited",
-                  "99.1: its check cell (2 of 2, `got = double(np.zeros((2, 3))).shape`) was "
-                  "deleted"]),
+                  "99.1: its check cell (2 of 2, `got = tuple(double(np.zeros((2, 3))).shape)`) "
+                  "was deleted"]),
     "deleted_check": ({"99.1": ("pass", 2, ""), "99.2": ("pass", 1, "")},
                       ["99.2: its check cell (`assert np.isclose(length, 5.0), f\"expected "
                        "5.0,...`) was deleted; the original was put back"]),
     "reordered": ({"99.1": ("pass", 2, ""), "99.2": ("pass", 1, "")},
-                  ["99.1: its check cell (2 of 2, `got = double(np.zeros((2, 3))).shape`) was "
-                   "above its solution"]),
+                  ["99.1: its check cell (2 of 2, `got = tuple(double(np.zeros((2, 3))).shape)`) "
+                   "was above its solution"]),
     "infinite_loop": ({"99.1": ("timeout", 0, "the check timed out after 2 s"),
                        "99.2": ("pass", 1, "")}, []),
     "stubborn_loop": ({"99.1": ("timeout", 0, "ignored the interrupt"), "99.2": ("pass", 1, "")},
@@ -133,8 +133,8 @@ def test_the_class_csv_has_a_row_per_learner_and_exercise(the_class):
             if r["learner"] in ("full", "partial", "tampered", "empty")]
     edited = "its check cell (1 of 2, `got = double([1, 2])`) was edited; the original check " \
         "ran instead"
-    deleted = "its check cell (2 of 2, `got = double(np.zeros((2, 3))).shape`) was deleted; " \
-        "the original was put back"
+    deleted = "its check cell (2 of 2, `got = tuple(double(np.zeros((2, 3))).shape)`) was " \
+        "deleted; the original was put back"
     nb = "99_fixture.ipynb"
     empty = "the file is empty, not a notebook"
     assert rows == [
@@ -319,3 +319,12 @@ def test_notebook_option_grades_any_file_against_the_named_notebook(tmp_path, ca
         ("99.1", "error", 2), ("99.2", "error", 1)]
     assert grade.main([str(odd), "--solutions", str(SOLUTIONS), "--notebook", "nope"]) == 2
     assert "error: no " in capsys.readouterr().err
+
+
+def test_feedback_file_names_stay_unique_when_a_learner_is_named_like_a_tagged_one():
+    """Two learners that clean to one file name get tags; a third learner named like the first
+    tag must not have their page overwritten (it was, before the red team's second pass)."""
+    from course_utils.grading.grade import _unique
+    first = _unique(["a__nb.html", "a__nb.html"])
+    names = _unique(["a__nb.html", "a__nb.html", first[0], "b__nb.html"])
+    assert len(set(names)) == 4 and names[2:] == [first[0], "b__nb.html"], names

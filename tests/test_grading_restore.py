@@ -69,7 +69,7 @@ def test_an_edited_check_is_replaced_in_place_and_reported():
     assert out.notes == {"99.1": [
         "its check cell (1 of 2, `got = double([1, 2])`) was edited; the original check ran "
         "instead",
-        "its check cell (2 of 2, `got = double(np.zeros((2, 3))).shape`) was edited; the "
+        "its check cell (2 of 2, `got = tuple(double(np.zeros((2, 3))).shape)`) was edited; the "
         "original check ran instead"]}
 
 

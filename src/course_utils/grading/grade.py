@@ -584,11 +584,19 @@ def _unique(names: list[str]) -> list[str]:
     seen: dict[str, int] = {}
     for name in names:
         seen[name] = seen.get(name, 0) + 1
-    out = []
+    out: list[str] = []
+    taken = set(names)
     for k, name in enumerate(names):
-        if seen[name] > 1:
-            tag = hashlib.sha256(f"{k}".encode()).hexdigest()[:6]
-            name = name.replace(".html", f"-{tag}.html")
+        if seen[name] > 1:  # a tagged name may not be another learner's name either
+            n = 0
+            while True:
+                tag = hashlib.sha256(f"{k}:{n}".encode()).hexdigest()[:6]
+                tagged = name.removesuffix(".html") + f"-{tag}.html"
+                if tagged not in taken:
+                    break
+                n += 1
+            taken.add(tagged)
+            name = tagged
         out.append(name)
     return out
 

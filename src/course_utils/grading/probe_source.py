@@ -18,7 +18,7 @@ MACHINERY = ("IPython", "ipykernel", "jupyter_client", "zmq", "traitlets", "torn
              "asyncio", "traceback", "linecache", "ast", "codeop", "types", "importlib",
              "inspect", "json", "numpy", "math", "cmath", "operator", "functools", "contextlib",
              "threading", "_frozen_importlib", "_frozen_importlib_external", "builtins",
-             "_thread", "copy", "hmac", "hashlib", "course_utils")
+             "_thread", "copy", "hmac", "hashlib", "gc", "signal", "_signal", "course_utils")
 #: Entries that change while an honest notebook runs (caches, registries), never verdicts.
 VOLATILE = ("__warningregistry__", "_abc_impl", "__abstractmethods__", "_instance",
             "__annotations__", "_", "__", "___", "old_hook")
@@ -72,6 +72,24 @@ def probe(nonce, mode, want, known, B):
     if mode == "baseline":
         B["__import__"]("numpy.testing")
         B["__import__"]("course_utils.grading.checks")
+        # An audit hook runs inside any code (a check's `sys._getframe()`, `compile`, `open`)
+        # and could patch numpy for the check and put it back for this probe; hooks cannot be
+        # listed, so from now on only a library may add one (a RuntimeError from a hook makes
+        # `sys.addaudithook` refuse the new hook, silently).
+        getframe, refused, prefix = sys._getframe, B["RuntimeError"], tuple(
+            p for p in {sys.prefix, sys.base_prefix, sys.exec_prefix} if p)
+
+        def refuse_audit_hooks(event, args):
+            if event == "sys.addaudithook":
+                f = getframe(1)
+                name = f.f_globals.get("__name__") if f is not None else None
+                module = sys.modules.get(name or "")
+                if f is None or module is None or not f.f_code.co_filename.startswith(prefix) \
+                        or getattr_(module, "__file__", None) != f.f_code.co_filename \
+                        or f.f_globals is not OBJ.__getattribute__(module, "__dict__"):
+                    raise refused("course-grade: no audit hooks from a submission")
+
+        sys.addaudithook(refuse_audit_hooks)
     prefixes = tuple(p for p in {sys.prefix, sys.base_prefix, sys.exec_prefix} if p)
     ip = sys.modules["IPython"].get_ipython()
     user_ns = ip.user_ns
@@ -262,6 +280,25 @@ def probe(nonce, mode, want, known, B):
                         for k, v in (("meta_path", sys.meta_path),
                                      ("path_hooks", sys.path_hooks))}
     out["sys"]["switchinterval"] = sys.getswitchinterval()
+    # Callbacks the interpreter calls in the middle of any code, a check's included: a garbage
+    # collection callback or a signal handler (a timer's SIGALRM) could patch numpy while a
+    # check runs and put it back when this probe runs, as a thread could. C functions (the
+    # interpreter's own handlers) and a library's functions are genuine; one made in a cell
+    # is not. (Audit hooks cannot be listed: the baseline refuses new ones, below.)
+    gc, signal = B["__import__"]("gc"), B["__import__"]("_signal")
+    callbacks = {"gc.callbacks": list_(OBJ.__getattribute__(gc, "__dict__").get("callbacks", ())),
+                 "signal handlers": []}
+    out["gc_enabled"] = gc.isenabled()  # the grader turns it off for each check
+    out["sys"]["gc.callbacks"] = f"{id_(OBJ.__getattribute__(gc, '__dict__').get('callbacks')):x}"
+    for number in B["range"](1, signal.NSIG):
+        try:
+            handler = signal.getsignal(number)
+        except (B["ValueError"], B["OSError"]):
+            continue
+        if callable_(handler):
+            callbacks["signal handlers"].append(handler)
+    out["callbacks"] = {k: [[f"{id_(f):x}", f.__class__ is C_FUNCTION or bool(genuine(f))]
+                            for f in v] for k, v in callbacks.items()}
     anchors = {id_(boot.find_spec.__func__.__builtins__),
                id_(first["FrozenImporter"].find_spec.__func__.__builtins__),
                id_(first["ModuleSpec"].__init__.__builtins__)}
@@ -303,6 +340,23 @@ def probe(nonce, mode, want, known, B):
     # A value can lie too: numpy hands `np.array_equal(got, ...)` to `type(got).__array_function__`
     # when it has one, and no library of the course defines one outside numpy. Every class
     # alive is visited (a few milliseconds).
+    def genuine_call(f):
+        """Whether calling ``f`` runs only a library's (or compiled) code: a cell can make only
+        Python functions, or objects whose class's ``__call__`` is one."""
+        for _ in B["range"](4):
+            if isinstance_(f, (B["staticmethod"], B["classmethod"])):
+                f = f.__func__
+            elif isinstance_(f, functools.partial):
+                f = f.func
+            elif T(f) is types.MethodType:
+                f = f.__func__
+            else:
+                break
+        if T(f) is FT:
+            return bool(genuine(f))
+        call = T(f).__dict__.get("__call__") if not isinstance_(f, T) else None
+        return T(call) is not FT or bool(genuine(call))
+
     liars, stack, visited = [], [OBJ], {id_(OBJ)}
     subclasses, dict_of, add = T.__subclasses__, T.__dict__["__dict__"].__get__, visited.add
     while stack:
@@ -314,8 +368,21 @@ def probe(nonce, mode, want, known, B):
             if id_(c) not in visited:
                 add(id_(c))
                 stack.append(c)
-                if "__array_function__" in dict_of(c) and not genuine(c):
-                    liars.append(c.__qualname__)
+                own = dict_of(c)
+                if "__array_function__" in own and not genuine(c):
+                    liars.append(c.__qualname__ + " __array_function__")
+                # (a library's class made inside a function is not bound in its module: its
+                # __del__ is still a genuine function; a compiled one, Cython's, is no cell's)
+                elif "__del__" in own and not genuine_call(own["__del__"]):
+                    liars.append(c.__qualname__ + " __del__")
+    # A finalizer runs when the garbage collector frees its object, inside whatever code runs
+    # then (a check's, or this probe's): a cell's function registered with weakref.finalize.
+    weakref = sys.modules.get("weakref")
+    registry = getattr_(getattr_(weakref, "finalize", None), "_registry", None) or {}
+    for info in list_(registry.values()) if isinstance_(registry, B["dict"]) else []:
+        func = getattr_(info, "func", None)
+        if func is not None and not genuine_call(func):
+            liars.append(getattr_(func, "__qualname__", "?") + " finalizer")
     out["liars"] = liars
 
     # 4. IPython's lists and handlers, named one by one for clear messages.

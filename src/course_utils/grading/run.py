@@ -185,11 +185,16 @@ class NotebookRun:
         last = self._last  # the last exception IPython showed, as the check must leave it
         expressions = {"probe": tamper.probe_expression(
             self._nonce, known=self._baseline.quick)} if probing else None
+        if probing:
+            self._collection(on=False)
         reply = self._execute(index, source, user_expressions=expressions)
         after = []
         if probing and reply.status == "ok":
-            after = self._tampering(tamper.parse(self._nonce, "ok", reply.user_expressions),
-                                    last=last)
+            probed = tamper.parse(self._nonce, "ok", reply.user_expressions)
+            after = self._tampering(probed, last=last)
+            if probed[0] is not None and probed[0].get("gc_enabled") is not False:
+                after.append("the garbage collector, which the grader turns off while a check "
+                             "runs, was turned back on (gc.enable())")
             self._checked = True
             if not self.alive():  # an honest kernel answers the canary after a check
                 reply.status, reply.kernel_lost = "dead", True
@@ -198,6 +203,8 @@ class NotebookRun:
             if reply.msg_id in self.kernel.forged:
                 after.append("the check was answered twice: code in the kernel sent a reply "
                              "of its own")
+        if probing:
+            self._collection(on=True)
         result = self._judge(index, source, reply,
                              raises="raises-exception" in cell_tags or RAISES_MARK in source)
         changed = list(dict.fromkeys(before + after))
@@ -297,6 +304,13 @@ class NotebookRun:
         if found[0] is not None:
             self._shown = found[0].get("last", {}).get("shown")
         return found
+
+    def _collection(self, on: bool) -> None:
+        """Automatic garbage collection on or off in the kernel (off while a check runs; see
+        ``tamper.gc_expression``); nothing if the kernel is gone."""
+        if self.kernel is not None and self.kernel.alive():
+            self.kernel.execute("", 30.0, silent=True, store_history=False,
+                                user_expressions={"gc": tamper.gc_expression(on)})
 
     def _details(self, groups: list[str]) -> dict | None:
         data, _ = self._fingerprint("detail", groups)

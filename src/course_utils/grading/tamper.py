@@ -86,6 +86,15 @@ def probe_expression(nonce: str, mode: str = "check", want: Iterable[str] = (),
             f"({_ANCHOR})")
 
 
+def gc_expression(on: bool) -> str:
+    """The user expression that turns the kernel's automatic garbage collection off (right
+    before a check) or back on (after it), with the interpreter's own builtins. While a check
+    and its probe run, no collection can run a submission's ``__del__``, finalizer or weakref
+    callback in between (one that patched numpy for the check and put it back for the probe);
+    the probe after the check reports whether the check turned collection back on."""
+    return f"(lambda B: B['__import__']('gc').{'enable' if on else 'disable'}())({_ANCHOR})"
+
+
 def parse(nonce: str, reply_status: str, expressions: dict[str, Any]
           ) -> tuple[dict[str, Any] | None, str]:
     """The fingerprint from the probe's execute reply, or (None, what went wrong)."""
@@ -264,7 +273,7 @@ def compare(baseline: Baseline, now: dict[str, Any],
                 changed.append(f"`{key}` (your namespace's __builtins__, or sys.modules, was "
                                "replaced)")
         elif value != base.get("sys", {}).get(key):
-            changed.append(f"sys.{key}" if not key.startswith("threading") else key)
+            changed.append(f"sys.{key}" if not key.startswith(("threading", "gc.")) else key)
     for key, value in now.get("explicit", {}).items():
         if value != base.get("explicit", {}).get(key):
             changed.append(_LABELS.get(key, f"IPython's {key[8:]}"))
@@ -272,6 +281,11 @@ def compare(baseline: Baseline, now: dict[str, Any],
         known = {token for token, _ in base.get("importers", {}).get(name, [])}
         if any(token not in known and not genuine for token, genuine in hooks):
             changed.append(f"sys.{name} (an import hook that is not a library's)")
+    for name, found in now.get("callbacks", {}).items():
+        known = {token for token, _ in base.get("callbacks", {}).get(name, [])}
+        if any(token not in known and not genuine for token, genuine in found):
+            changed.append(f"{name} (a callback the interpreter calls inside any code, "
+                           "the checks' too)")
     for event, callbacks in now.get("events", {}).items():
         known = {token for token, _ in base.get("events", {}).get(event, [])}
         if any(token not in known and not genuine for token, genuine in callbacks):
@@ -280,9 +294,17 @@ def compare(baseline: Baseline, now: dict[str, Any],
         first = baseline.late.setdefault(key, token)
         if not genuine or token != first:
             changed.append(key)
-    for name in now.get("liars", []):
-        changed.append(f"your class {name} defines __array_function__: numpy would let it "
-                       "answer a check's comparison for itself")
+    for found in now.get("liars", []):
+        name, _, what = found.rpartition(" ")
+        if what == "finalizer":
+            changed.append(f"your function {name} is a weakref.finalize callback: the "
+                           "interpreter would run it inside a check")
+        elif what == "__del__":
+            changed.append(f"your class {name} defines __del__: the interpreter runs it "
+                           "inside whatever code runs when an object is freed, a check's too")
+        else:
+            changed.append(f"your class {name or found} defines __array_function__: numpy "
+                           "would let it answer a check's comparison for itself")
     for name in now.get("threads", []):
         changed.append(f"a thread your code started ({name}) was running during the check")
     for name, what in now.get("namespace", {}).items():
