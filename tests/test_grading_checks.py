@@ -137,6 +137,30 @@ def test_a_name_imported_into_the_learners_namespace_is_forbidden_too(monkeypatc
     assert namespace["norm"] is np.linalg.norm and namespace["other"] == 1
 
 
+def test_a_forbidden_class_kept_under_another_name_or_subclassed_cannot_be_instantiated():
+    """`_S = graphlib.TopologicalSorter` (a private alias) or a subclass of the forbidden class
+    reach it without its module's name; its ``__init__`` raises for the block, and is put back."""
+    import graphlib
+
+    alias = graphlib.TopologicalSorter
+
+    class Mine(graphlib.TopologicalSorter):
+        pass
+
+    for make in (lambda: alias({1: [2]}), lambda: Mine({1: [2]})):
+        with pytest.raises(ForbiddenCall, match="graphlib.TopologicalSorter"), \
+                forbid("graphlib.TopologicalSorter"):
+            make()
+    assert list(alias({1: [2]}).static_order()) == [2, 1] == list(Mine({1: [2]}).static_order())
+    # A class and one of its methods, in either order: each path is looked up before any is
+    # patched.
+    for paths in (("graphlib.TopologicalSorter", "graphlib.TopologicalSorter.prepare"),
+                  ("graphlib.TopologicalSorter.prepare", "graphlib.TopologicalSorter")):
+        with forbid(*paths):
+            pass
+    assert graphlib.TopologicalSorter is alias and "__init__" in vars(alias)
+
+
 def test_a_reference_the_answer_kept_is_forbidden_too():
     """A default argument, a closure, a list: every copy of the reference reaches the function,
     whose body raises for the duration of the block (a closure's body too)."""

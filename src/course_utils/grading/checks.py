@@ -80,7 +80,9 @@ def forbid(*paths: str, why: str = "the exercise asks you to write this part you
     patched: list[tuple[Any, str, Any, bool]] = []
     aliases: list[tuple[str, Any]] = []
     bodies: dict[int, tuple[types.FunctionType, types.CodeType]] = {}
+    blocked_classes: list[tuple[type, Any]] = []
     namespace = _user_namespace()
+    resolved = []  # every path is looked up before any is patched: "m.C" and "m.C.f" both work
     for path in paths:
         try:
             owner, attr = _resolve(path)
@@ -89,6 +91,8 @@ def forbid(*paths: str, why: str = "the exercise asks you to write this part you
         had_own = attr in vars(owner) if hasattr(owner, "__dict__") else True
         original = vars(owner)[attr] if had_own and hasattr(owner, "__dict__") \
             else getattr(owner, attr)
+        resolved.append((path, owner, attr, had_own, original))
+    for path, owner, attr, had_own, original in resolved:
 
         def stub(*_args: Any, _path: str = path, **_kwargs: Any) -> Any:
             called.append(_path)
@@ -100,6 +104,9 @@ def forbid(*paths: str, why: str = "the exercise asks you to write this part you
             _ACTIVE[path] = (called, why)
             function.__code__ = _raising_body(path, len(function.__closure__ or ()))
 
+        if isinstance(original, type) and (init := _block_instances(original, path, called, why)):
+            # A class kept under any name (`_S = m.C`) or subclassed cannot be instantiated.
+            blocked_classes.append((original, init))
         if isinstance(original, staticmethod | classmethod):
             stub = type(original)(stub)  # type: ignore[assignment]
         setattr(owner, attr, stub)
@@ -120,6 +127,8 @@ def forbid(*paths: str, why: str = "the exercise asks you to write this part you
             _ACTIVE.pop(path, None)
         for name, value in aliases:
             namespace[name] = value
+        for cls, init in blocked_classes:
+            cls.__init__ = init  # type: ignore[misc]
         for owner, attr, original, had_own in reversed(patched):
             if had_own:
                 setattr(owner, attr, original)
@@ -128,6 +137,25 @@ def forbid(*paths: str, why: str = "the exercise asks you to write this part you
     if called:
         names = ", ".join(dict.fromkeys(called))
         raise ForbiddenCall(f"your answer called {names}: {why}")
+
+
+def _block_instances(cls: type, path: str, called: list[str], why: str) -> Any:
+    """Give a Python class that defines its own ``__init__`` one that raises, and return the
+    original to put back; None for any other class (a built-in or extension type, or one that
+    inherits ``__init__``: deleting a slot method afterwards would not restore CPython's slot)."""
+    init = vars(cls).get("__init__")
+    if not isinstance(init, types.FunctionType):
+        return None
+
+    def refuse(*_args: Any, **_kwargs: Any) -> None:
+        called.append(path)
+        raise ForbiddenCall(f"your answer called {path}: {why}")
+
+    try:
+        cls.__init__ = refuse  # type: ignore[misc]
+    except TypeError:
+        return None
+    return init
 
 
 #: The forbidden paths of the blocks running now: path -> (their list of calls, why).
