@@ -272,6 +272,20 @@ def test_fusion_stops_at_values_needed_outside_and_at_outputs() -> None:
         ("x", "placeholder"), ("a", "exp"), ("b", "neg"), ("d", "sum"), ("e", "fused")]
 
 
+
+def test_fusion_leaves_a_chain_of_identities_alone() -> None:
+    """identity(identity(x)) names x twice and computes nothing: no kernel to build (a fused
+    node with no steps would have no result; hypothesis found it)."""
+    with mg.Graph().as_default() as g:
+        x = mg.placeholder((None, 3), "float64", name="x")
+        g.outputs = [mg.identity(mg.identity(x, name="i1"), name="i2")]
+    fused = passes.fuse_elementwise(g)
+    assert [(n.name, n.op) for n in fused.nodes] == [
+        ("x", "placeholder"), ("i1", "identity"), ("i2", "identity")]
+    value = np.arange(6.0).reshape(2, 3)
+    np.testing.assert_array_equal(mg.Session(fused, optimize=False).run(fused.outputs[0],
+                                                                         {"x": value}), value)
+
 # --- the whole optimizer on gradient graphs and in Sessions -------------------------------------
 
 

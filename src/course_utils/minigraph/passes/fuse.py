@@ -208,6 +208,10 @@ def fuse_elementwise(graph: Graph) -> Graph:
             env[n.name] = copy_node(new, n, tuple(env[x.name] for x in n.inputs))
             continue
         inputs, program = _program(group)
+        if not program.steps:  # identities only: names for an input, nothing to compute
+            for m in group:
+                env[m.name] = copy_node(new, m, tuple(env[x.name] for x in m.inputs))
+            continue
         env[n.name] = new.add_node("fused", tuple(env[x.name] for x in inputs),
                                    {"program": program}, name=n.name, source=n.source)
     new.outputs = [env[n.name] for n in graph.outputs]
