@@ -93,11 +93,7 @@ def forbid(*paths: str, why: str = "the exercise asks you to write this part you
             else getattr(owner, attr)
         resolved.append((path, owner, attr, had_own, original))
     for path, owner, attr, had_own, original in resolved:
-
-        def stub(*_args: Any, _path: str = path, **_kwargs: Any) -> Any:
-            called.append(_path)
-            raise ForbiddenCall(f"your answer called {_path}: {why}")
-
+        stub = _refusing(called, path, why)
         function = getattr(original, "__func__", original)
         if isinstance(function, types.FunctionType) and id(function) not in bodies:
             bodies[id(function)] = (function, function.__code__)
@@ -146,13 +142,8 @@ def _block_instances(cls: type, path: str, called: list[str], why: str) -> Any:
     init = vars(cls).get("__init__")
     if not isinstance(init, types.FunctionType):
         return None
-
-    def refuse(*_args: Any, **_kwargs: Any) -> None:
-        called.append(path)
-        raise ForbiddenCall(f"your answer called {path}: {why}")
-
     try:
-        cls.__init__ = refuse  # type: ignore[misc]
+        cls.__init__ = _refusing(called, path, why)  # type: ignore[misc]
     except TypeError:
         return None
     return init
@@ -162,11 +153,20 @@ def _block_instances(cls: type, path: str, called: list[str], why: str) -> Any:
 _ACTIVE: dict[str, tuple[list[str], str]] = {}
 
 
+def _refusing(called: list[str], path: str, why: str) -> Any:
+    """A function that records a call of the forbidden ``path`` in ``called``, and raises."""
+
+    def refuse(*_args: Any, **_kwargs: Any) -> Any:
+        called.append(path)
+        raise ForbiddenCall(f"your answer called {path}: {why}")
+
+    return refuse
+
+
 def _forbidden_call(path: str) -> None:
     """What a forbidden function's borrowed body does: record the call, and raise."""
     called, why = _ACTIVE.get(path, ([], "the exercise asks you to write this part yourself"))
-    called.append(path)
-    raise ForbiddenCall(f"your answer called {path}: {why}")
+    _refusing(called, path, why)()
 
 
 @functools.lru_cache(maxsize=256)

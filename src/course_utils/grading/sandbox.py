@@ -72,6 +72,11 @@ def _inside(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
 
+def _outermost(paths: list[Path]) -> list[Path]:
+    """``paths`` without those that lie inside another of them (binding the outer one is enough)."""
+    return [p for p in paths if not any(o != p and _inside(p, o) for o in paths)]
+
+
 def wrap(command: list[str], *, writable: Iterable[Path], hidden: Iterable[Path],
          cwd: Path, scratch: Path | None = None) -> list[str]:
     """``command`` run inside a bubblewrap sandbox (see the module docstring).
@@ -98,14 +103,14 @@ def wrap(command: list[str], *, writable: Iterable[Path], hidden: Iterable[Path]
         args += ["--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]
     read_only = ["/run"]
     package = Path(__file__).resolve().parents[2]
-    keep = _existing([sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path, package])
-    keep = [k for k in keep if not any(o != k and _inside(k, o) for o in keep)]  # outermost
+    keep = _outermost(_existing([sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path,
+                                 package]))
     # A course (or its virtualenv) that lives under /tmp, as a CI checkout may, would vanish
     # behind the private /tmp: bind it back read-only, as it is everywhere else. Hidden folders
     # inside it (solutions/) are hidden again below.
     course = package.parent if (package.parent / "pyproject.toml").is_file() else package
     private = [Path(p).resolve() for p in ("/tmp", "/var/tmp", "/dev/shm") if os.path.isdir(p)]
-    for needed in _existing([*keep, course]):
+    for needed in _outermost(_existing([*keep, course])):
         if any(_inside(needed, p) for p in private):
             args += ["--ro-bind", str(needed), str(needed)]
     home = Path(os.path.expanduser("~")).resolve()
