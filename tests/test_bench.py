@@ -401,14 +401,50 @@ def test_median_interval_covers_as_often_as_it_says():
 @pytest.mark.parametrize(
     ("low", "high", "outcome"),
     [(0.40, 0.60, "faster"), (0.90, 0.95, "faster"), (1.06, 2.0, "slower"),
-     (0.96, 1.04, "same"), (0.90, 0.99, "undecided"), (0.90, 1.10, "undecided"),
-     (1.02, 1.20, "undecided")],
+     (0.96, 1.04, "same"), (0.96, 0.99, "within"), (1.01, 1.04, "within"),
+     (0.90, 0.99, "undecided"), (0.90, 1.10, "undecided"), (1.02, 1.20, "undecided")],
 )
 def test_decide_needs_the_whole_interval_on_one_side(low, high, outcome):
     ratio = bench.Ratio((low + high) / 2, low, high, low=low, high=high, coverage=0.96, rounds=9)
     assert bench.decide(ratio, margin=0.05) == outcome
     unsure = bench.Ratio((low + high) / 2, low, high, low=low, high=high, coverage=0.9)
     assert bench.decide(unsure) == "undecided"  # less sure than asked: never decided
+
+
+# Each verdict, decided by the same code the lessons print from, on synthetic timings whose true
+# ratio is known: the lessons' timing cells are not compared by nbval (their words depend on the
+# machine), so this is where what those words mean is tested.
+@pytest.mark.parametrize(
+    ("graph_ms", "outcome", "words"),
+    [((0.5,), "faster", "faster than eager"),
+     ((1.6,), "slower", "slower than eager"),
+     ((0.99, 1.01), "same", "no measurable difference from eager (within 10%)"),
+     ((0.95,), "within", "within 10% of eager (0.95×)"),
+     ((0.85, 1.15), "undecided", "cannot tell from this run how it compares with eager")],
+)
+def test_each_verdict_on_synthetic_timings(clock, graph_ms, outcome, words):
+    # The graph's rounds alternate between the given times (one time: always that time), so
+    # the per-round ratios, their median interval and the verdict are known exactly.
+    c = bench.compare({"eager": takes(clock, 1 * MS),
+                       "graph": takes(clock, *(t * MS for t in graph_ms))},
+                      warmup=0, repeats=12, number=1, clock=clock, progress=False)
+    v = c.verdict("graph")
+    assert (v.outcome, v.words) == (outcome, words)
+    assert c.decided == (outcome != "undecided")
+    row = next(line for line in c.table().splitlines() if line.startswith("graph"))
+    assert v.outcome_text in row
+
+
+def test_within_is_only_said_of_an_interval_that_excludes_1():
+    # 0.85x [0.807, 0.867] (the interval the old words called "no measurable difference"):
+    # inside a 25% band, measurably faster; and outside a 10% one.
+    r = bench.Ratio(0.85, 0.82, 0.86, low=0.807, high=0.867, coverage=0.96, rounds=12)
+    assert bench.decide(r, margin=0.25) == "within"
+    assert bench.decide(r, margin=0.10) == "faster"
+    v = bench.Verdict("graph", "eager", bench.decide(r, 0.25), r, margin=0.25)
+    assert v.words == "within 25% of eager (0.85×)"
+    holds_one = bench.Ratio(0.97, 0.95, 1.0, low=0.93, high=1.02, coverage=0.96, rounds=12)
+    assert bench.decide(holds_one, margin=0.25) == "same"
 
 
 def noisy(clock, rng, seconds, spread=0.2):
@@ -441,7 +477,7 @@ def test_compare_stops_at_the_time_cap_and_says_undecided(clock):
                       max_time_s=0.2)
     assert c.capped and not c.decided
     assert c.verdict("b").outcome == "undecided"
-    assert str(c.verdict("b")).startswith("b vs a: undecided (time ratio")
+    assert str(c.verdict("b")).startswith("b vs a: cannot tell from this run (time ratio")
     rounds = len(c.timings["a"].samples)
     assert 0.2 <= rounds * 2 * MS < 0.2 * 1.25 + 4 * MS  # stops at the first look past 0.2 s
 
@@ -535,8 +571,17 @@ def test_break_even_of_uses_medians_and_intervals(clock):
     assert be.low <= be.calls <= be.high
     assert be.low == bench.break_even(0.09, eager * c.ratios["graph"].low, eager)
     assert "repaid after" in str(be) and be.words.startswith("repays")
-    never = bench.break_even_of(0.5, c, "same")
-    assert never.outcome == "never" and "no measurable difference" in never.words
+    same = bench.break_even_of(0.5, c, "same")
+    assert same.outcome == "no gain shown" and "no measurable difference" in same.words
+    assert "never" not in same.words  # a gain under the margin is not shown, not ruled out
+
+
+def test_break_even_of_a_slower_mode_is_never(clock):
+    c = bench.compare({"eager": takes(clock, 1 * MS), "graph": takes(clock, 2 * MS)},
+                      warmup=0, repeats=6, number=1, clock=clock, progress=False)
+    be = bench.break_even_of(0.1, c, "graph")
+    assert be.outcome == "never" and be.words == (
+        "never repays its first call (slower than eager)")
 
 
 # ----------------------------------------------------------------------------- sweep

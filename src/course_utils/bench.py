@@ -15,9 +15,21 @@ So every measurement here
 - times several candidates in interleaved rounds, so drift hits all of them alike, and compares
   them by the **per-round ratio**: round ``i`` timed every candidate once, close together, so the
   ratio of their ``i``-th samples compares like with like;
-- decides, from those ratios, a :class:`Verdict`: *faster*, *slower*, *no measurable difference*
-  (within ``margin``), or *undecided*. With ``max_time_s``, :func:`compare` keeps adding rounds
-  until every verdict is decided or the time is up; on a busy machine it simply takes longer.
+- decides, from the 95% interval of those ratios' median, a :class:`Verdict` whose words say
+  exactly what the interval shows, against a band of ``margin`` around 1:
+
+  ========================================  =============================================
+  the interval                              the words
+  ========================================  =============================================
+  wholly below ``1 / (1 + margin)``         *faster*
+  wholly above ``1 + margin``               *slower*
+  inside the band, and it holds 1           *no measurable difference* (within ``margin``)
+  inside the band, and it excludes 1        *within* ``margin``, with the ratio printed
+  anything else, or too few rounds          *cannot tell from this run*
+  ========================================  =============================================
+
+  With ``max_time_s``, :func:`compare` keeps adding rounds until every verdict is decided or the
+  time is up; on a busy machine it simply takes longer.
 
 NB: PyTorch's ``torch.utils.benchmark.Timer`` works the same way for one statement (warm-up,
 CUDA synchronisation, median and IQR); timing several in interleaved rounds and deciding their
@@ -69,8 +81,10 @@ CONFIDENCE = 0.95
 #: Sampling until decided never takes more rounds than this, whatever the time cap says.
 MAX_ROUNDS = 1000
 
-#: The four verdicts (:attr:`Verdict.outcome`).
-FASTER, SLOWER, SAME, UNDECIDED = "faster", "slower", "same", "undecided"
+#: The five verdicts (:attr:`Verdict.outcome`): SAME is "no measurable difference" (the interval
+#: holds 1 and lies inside the margin's band), WITHIN is "within the margin" (inside the band but
+#: measurably off 1, e.g. [0.93, 0.97]), UNDECIDED is "cannot tell from this run".
+FASTER, SLOWER, SAME, WITHIN, UNDECIDED = "faster", "slower", "same", "within", "undecided"
 
 # ----------------------------------------------------------------------------- units
 
@@ -250,17 +264,21 @@ class Ratio:
 
 
 def decide(ratio: Ratio, margin: float = MARGIN, confidence: float = CONFIDENCE) -> str:
-    """The outcome a ratio's interval supports: FASTER, SLOWER, SAME or UNDECIDED.
+    """The outcome a ratio's interval supports: FASTER, SLOWER, SAME, WITHIN or UNDECIDED.
 
     ``faster``: the whole interval lies below ``1 / (1 + margin)``; ``slower``: above
-    ``1 + margin``; ``same`` (no measurable difference): inside both bounds; anything else, or an
-    interval less sure than ``confidence``, is ``undecided``: more rounds may decide it.
+    ``1 + margin``; inside both bounds, ``same`` (no measurable difference) when the interval
+    holds 1 and ``within`` (within the margin, but measurably off 1) when it does not; anything
+    else, or an interval less sure than ``confidence``, is ``undecided`` ("cannot tell from this
+    run"): more rounds may decide it.
 
     >>> decide(Ratio(0.5, 0.45, 0.55, low=0.4, high=0.6, coverage=0.96))
     'faster'
     >>> decide(Ratio(1.0, 0.98, 1.02, low=0.97, high=1.03, coverage=0.96))
     'same'
-    >>> decide(Ratio(0.9, 0.85, 0.97, low=0.8, high=0.99, coverage=0.96))  # maybe under 10%
+    >>> decide(Ratio(0.95, 0.94, 0.96, low=0.93, high=0.97, coverage=0.96))  # off 1, inside 10%
+    'within'
+    >>> decide(Ratio(0.9, 0.85, 0.97, low=0.8, high=0.99, coverage=0.96))  # maybe over 10%
     'undecided'
     """
     if margin < 0:
@@ -301,34 +319,37 @@ def _outcome(low: float, high: float, margin: float) -> str:
     if low > up:
         return SLOWER
     if down <= low and high <= up:
-        return SAME
+        return SAME if low <= 1 <= high else WITHIN
     return UNDECIDED
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """Is ``name`` faster than ``baseline``, slower, no different, or can't this run tell?
+    """Is ``name`` faster than ``baseline``, slower, within the margin, or can't this run tell?
 
     ``str(verdict)`` reads ``"tf.function vs tf eager: faster (time ratio 0.09, 95% interval
-    [0.085, 0.095], 12 rounds)"``; :attr:`words` is the part without numbers, which stays the
-    same from run to run when the conclusion does.
+    [0.085, 0.095], 12 rounds)"``; :attr:`words` is the conclusion as a phrase. The words say
+    only what the interval shows: "no measurable difference" needs an interval that holds 1,
+    "within 10%" (which prints the ratio) one inside the band, and a verdict another machine
+    (or another run on a busy one) decides differently is a fact about that run, not an error.
     """
 
     name: str
     baseline: str
-    outcome: str  # FASTER, SLOWER, SAME or UNDECIDED
+    outcome: str  # FASTER, SLOWER, SAME, WITHIN or UNDECIDED
     ratio: Ratio
     margin: float = MARGIN
     confidence: float = CONFIDENCE
 
     @property
     def words(self) -> str:
-        """The verdict without its numbers: ``"faster than tf eager"``."""
+        """The verdict as a phrase: ``"faster than tf eager"``; only "within" carries a number."""
         return {
             FASTER: f"faster than {self.baseline}",
             SLOWER: f"slower than {self.baseline}",
             SAME: f"no measurable difference from {self.baseline} (within {self.margin:.0%})",
-            UNDECIDED: f"undecided against {self.baseline}",
+            WITHIN: f"within {self.margin:.0%} of {self.baseline} ({self.ratio.median:.2f}×)",
+            UNDECIDED: f"cannot tell from this run how it compares with {self.baseline}",
         }[self.outcome]
 
     def __str__(self) -> str:
@@ -341,8 +362,9 @@ class Verdict:
     @property
     def outcome_text(self) -> str:
         """The outcome as a phrase: ``"faster"``, ``"no measurable difference (within 5%)"``."""
-        return {SAME: f"no measurable difference (within {self.margin:.0%})"}.get(
-            self.outcome, self.outcome)
+        return {SAME: f"no measurable difference (within {self.margin:.0%})",
+                WITHIN: f"within {self.margin:.0%} ({self.ratio.median:.2f}×)",
+                UNDECIDED: "cannot tell from this run"}.get(self.outcome, self.outcome)
 
     def _sure(self) -> str:
         """The interval's confidence: the one asked for, or less when too few rounds gave less."""
@@ -454,7 +476,7 @@ class Comparison(_ShowsTable):
 
     @property
     def decided(self) -> bool:
-        """True when every pair's verdict is decided (faster, slower or the same)."""
+        """True when every pair's verdict is decided (anything but "cannot tell")."""
         return all(v.outcome != UNDECIDED for v in self.verdicts().values())
 
     def _rows(self) -> tuple[list[str], list[list[str]]]:
@@ -1043,8 +1065,10 @@ class BreakEven:
     """When does a graph mode repay its first call? From :func:`break_even_of`.
 
     ``outcome`` is ``"pays back"`` (faster per call: ``calls`` from the medians, ``low`` to
-    ``high`` from the intervals of the first call and of the per-call ratio), ``"never"`` (not
-    measurably faster per call) or ``"undecided"`` (the per-call verdict is).
+    ``high`` from the intervals of the first call and of the per-call ratio), ``"never"`` (slower
+    per call), ``"no gain shown"`` (the per-call verdict is no measurable difference, or within
+    the margin: this run shows no gain large enough to repay anything) or ``"undecided"`` (the
+    per-call verdict cannot tell).
     """
 
     name: str
@@ -1058,10 +1082,12 @@ class BreakEven:
 
     @property
     def words(self) -> str:
-        """The conclusion without numbers, the same from run to run when the verdict is."""
+        """The conclusion as a phrase, from the per-call verdict's words."""
         return {"pays back": f"repays its first call (faster per call than {self.baseline})",
                 "never": f"never repays its first call ({self.per_call.words})",
-                "undecided": f"undecided ({self.per_call.words})"}[self.outcome]
+                "no gain shown": f"no per-call gain shown to repay its first call "
+                                 f"({self.per_call.words})",
+                "undecided": f"cannot tell from this run ({self.per_call.words})"}[self.outcome]
 
     def __str__(self) -> str:
         first = format_time(self.first_call)
@@ -1095,7 +1121,8 @@ def break_even_of(first: Timing | float, comparison: Comparison, name: str,
     calls = break_even(first_s, eager * r.median, eager)
     low = break_even(first_lo, eager * min(r.low, r.median), eager)
     high = break_even(first_hi, eager * max(r.high, r.median), eager)
-    outcome = {FASTER: "pays back", UNDECIDED: "undecided"}.get(verdict.outcome, "never")
+    outcome = {FASTER: "pays back", SLOWER: "never", UNDECIDED: "undecided"}.get(
+        verdict.outcome, "no gain shown")
     return BreakEven(name, verdict.baseline, outcome, calls, low, high, first_s, verdict)
 
 
