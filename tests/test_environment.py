@@ -12,8 +12,8 @@ except ModuleNotFoundError:  # Python 3.10: the same parser, from PyPI
     tomllib = pytest.importorskip("tomli")
 
 ROOT = Path(__file__).resolve().parents[1]
-#: The pyproject extras a conda user gets (environment.yml is the CPU, lab and dev environment).
-CONDA_EXTRAS = ("cpu", "lab", "dev")
+#: The pyproject extras a conda user gets (environment.yml: the CPU, lab, dev and site environment).
+CONDA_EXTRAS = ("cpu", "lab", "dev", "site")
 
 
 def _name(requirement: str) -> str:

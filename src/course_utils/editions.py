@@ -1,0 +1,357 @@
+"""The course's editions: the Chinese (zh-CN) notebooks, generated from the English ones.
+
+The English notebooks (``notebooks/NN_topic.ipynb`` and ``exercises/NN_topic.ipynb``) are the
+single source. A translation is kept per markdown cell in ``zh/translations/NN_topic.json``::
+
+    {"lesson":    {"<cell id>": {"en_sha256": "...", "en": "<English source>", "zh": "<中文>"}},
+     "exercises": {"<cell id>": {...}}}
+
+``en_sha256`` is the SHA-256 of the English cell's source (UTF-8) the translation was made from,
+and ``en`` that source, so a stale translation can be compared with the new English.
+
+``build`` writes ``zh/notebooks/NN_topic.ipynb`` and ``zh/exercises/NN_topic.ipynb``: the English
+notebook with each markdown cell's source replaced by its translation (relative links rewritten
+so they work from ``zh/``); code cells, outputs, cell ids and metadata are copied as they are, so
+the grader, the checks and nbval's recorded outputs are shared, and the Chinese notebooks are
+never executed on their own. A markdown cell without an up-to-date translation keeps its English
+text (the Chinese edition never says something the English no longer says), and ``check`` fails.
+
+Commands (``python -m course_utils.editions COMMAND [STEM ...]``):
+
+``build``  write the zh notebooks;
+``check``  exit 1, listing cells, when a translation is missing or stale, a translation names a
+           cell the English no longer has, or a zh notebook is not what ``build`` would write
+           (its code cells differ from the English, or it is out of date);
+``todo``   what a translator has to do, per lesson: missing cells (with their English) and stale
+           ones (a diff of the old English against the new).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import difflib
+import hashlib
+import json
+import posixpath
+import re
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: The repository root (``src/course_utils/editions.py`` -> three levels up).
+ROOT = Path(__file__).resolve().parents[2]
+#: The edition's folder, and the README of the edition.
+ZH = "zh"
+README_ZH = "README.zh-CN.md"
+#: (key in the translation file, English folder): the two notebooks of a lesson.
+KINDS = (("lesson", "notebooks"), ("exercises", "exercises"))
+
+
+def sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def source_of(cell: dict) -> str:
+    """A cell's source as one string (notebooks store it as a list of lines or as a string)."""
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else source
+
+
+def _lines(text: str) -> list[str]:
+    """A source as nbformat writes it: a list of lines, each but the last ending in a newline."""
+    return text.splitlines(keepends=True)
+
+
+def dumps_notebook(nb: dict) -> str:
+    """A notebook serialised exactly as nbformat writes it (the course's notebooks round-trip)."""
+    return json.dumps(nb, sort_keys=True, indent=1, ensure_ascii=False) + "\n"
+
+
+def dumps_translations(obj: dict) -> str:
+    """A translation file, in its fixed format."""
+    return json.dumps(obj, ensure_ascii=False, indent=1) + "\n"
+
+
+def stems(root: Path = ROOT) -> list[str]:
+    """Every lesson, by the English lesson notebooks on disk."""
+    return [p.stem for p in sorted((root / "notebooks").glob("*.ipynb"))]
+
+
+def translation_path(stem: str, root: Path = ROOT) -> Path:
+    return root / ZH / "translations" / f"{stem}.json"
+
+
+def zh_path(folder: str, stem: str, root: Path = ROOT) -> Path:
+    return root / ZH / folder / f"{stem}.ipynb"
+
+
+def load_translations(stem: str, root: Path = ROOT) -> dict:
+    """The translation file of a lesson ({} parts when there is none yet); a malformed file is an
+    error that names it."""
+    path = translation_path(stem, root)
+    if not path.is_file():
+        return {"lesson": {}, "exercises": {}}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON ({e}); fix the file and run again") from None
+    if not isinstance(data, dict) or set(data) - {"lesson", "exercises"}:
+        raise ValueError(f"{path}: expected an object with the keys 'lesson' and 'exercises', "
+                         f"got {sorted(data) if isinstance(data, dict) else type(data).__name__}")
+    for key in ("lesson", "exercises"):
+        part = data.setdefault(key, {})
+        for cell_id, entry in part.items():
+            if not (isinstance(entry, dict) and {"en_sha256", "zh"} <= set(entry)
+                    and isinstance(entry["zh"], str)):
+                raise ValueError(f"{path}: {key} cell {cell_id!r} needs the keys 'en_sha256', "
+                                 f"'en' and 'zh' (strings), got {entry!r:.200}")
+    return data
+
+
+# --- links --------------------------------------------------------------------------------------
+
+#: A markdown link or image target: ``](target)`` or ``](target "title")``; HTML src/href.
+_MD_LINK = re.compile(r"(\]\()(<[^>\n]*>|[^)\s]+)((?:\s+\"[^\"\n]*\")?\))")
+_HTML_LINK = re.compile(r"""(\b(?:src|href)=)(["'])([^"'\n]+)(\2)""")
+_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
+
+
+def map_target(target: str, src_dir: str, dst_dir: str, root: Path = ROOT) -> str:
+    """A relative link of a notebook in ``src_dir`` (e.g. ``notebooks``), as a notebook in
+    ``dst_dir`` (e.g. ``zh/notebooks``) must write it: README.md becomes the Chinese README,
+    lessons and exercises stay in the zh edition, every other file of the repository is the
+    English tree's. Absolute URLs, anchors and targets that name no file are left alone."""
+    bracketed = target.startswith("<") and target.endswith(">")
+    bare = target[1:-1] if bracketed else target
+    if not bare or bare.startswith(("#", "/")) or _SCHEME.match(bare):
+        return target
+    path, hash_, anchor = bare.partition("#")
+    resolved = posixpath.normpath(posixpath.join(src_dir, path))
+    if resolved.startswith("..") or not (root / resolved).exists():
+        return target
+    if resolved == "README.md":
+        mapped = README_ZH
+    else:
+        folder, _, name = resolved.partition("/")
+        if folder in ("notebooks", "exercises") and "/" not in name and name.endswith(".ipynb"):
+            mapped = f"{ZH}/{folder}/{name}"
+        else:
+            mapped = resolved
+    new = posixpath.relpath(mapped, dst_dir) + hash_ + anchor
+    return f"<{new}>" if bracketed else new
+
+
+def rewrite_links(text: str, src_dir: str, dst_dir: str, root: Path = ROOT) -> str:
+    """Every relative link and image in a markdown text, mapped by :func:`map_target`."""
+    text = _MD_LINK.sub(
+        lambda m: m[1] + map_target(m[2], src_dir, dst_dir, root) + m[3], text)
+    return _HTML_LINK.sub(
+        lambda m: m[1] + m[2] + map_target(m[3], src_dir, dst_dir, root) + m[4], text)
+
+
+# --- building and checking ----------------------------------------------------------------------
+
+@dataclass
+class Problem:
+    """One thing that keeps a lesson's zh edition from being complete and current."""
+
+    stem: str
+    kind: str  # "lesson" or "exercises"
+    cell: str  # cell id ("" for the whole notebook)
+    what: str  # missing | stale | orphan | code | out of date | no notebook
+    old_en: str = ""
+    new_en: str = ""
+
+    def line(self) -> str:
+        where = f"{self.stem} {self.kind}" + (f" cell {self.cell!r}" if self.cell else "")
+        return f"{where}: {_EXPLAIN[self.what]}"
+
+
+_EXPLAIN = {
+    "missing": "no translation (add it to zh/translations/, see `todo`)",
+    "stale": "the English changed since it was translated (en_sha256 differs; see `todo`)",
+    "orphan": "translated, but the English notebook has no such markdown cell any more "
+              "(remove it from the translation file)",
+    "code": "the zh notebook's code cell (source, outputs or metadata) differs from the "
+            "English; run `python -m course_utils.editions build`",
+    "cells": "the zh notebook's cells (ids, order, types) or metadata differ from the English; "
+             "run `python -m course_utils.editions build`",
+    "out of date": "the zh notebook is not what `build` writes from the English notebook and "
+                   "the translations; run `python -m course_utils.editions build`",
+    "no notebook": "the zh notebook does not exist; run `python -m course_utils.editions build`",
+}
+
+
+@dataclass
+class Edition:
+    """A lesson's zh notebook as built, with the cells that kept their English."""
+
+    stem: str
+    kind: str
+    notebook: dict
+    problems: list[Problem] = field(default_factory=list)
+
+
+def translate_notebook(stem: str, kind: str, folder: str, translations: dict,
+                       root: Path = ROOT) -> Edition:
+    """The zh notebook of one English notebook, and the translation problems met on the way."""
+    english_path = root / folder / f"{stem}.ipynb"
+    english = json.loads(english_path.read_text(encoding="utf-8"))
+    nb = copy.deepcopy(english)
+    part = translations.get(kind, {})
+    edition = Edition(stem, kind, nb)
+    seen = set()
+    for index, cell in enumerate(nb["cells"]):
+        if cell.get("cell_type") != "markdown":
+            continue
+        cell_id = cell.get("id")
+        if not cell_id:
+            raise ValueError(f"{english_path}: markdown cell {index} has no id; the translations "
+                             "are keyed by cell id (nbformat 4.5 gives every cell one)")
+        seen.add(cell_id)
+        en = source_of(cell)
+        entry = part.get(cell_id)
+        if entry is None:
+            edition.problems.append(Problem(stem, kind, cell_id, "missing", new_en=en))
+            text = en
+        elif entry["en_sha256"] != sha256(en):
+            edition.problems.append(Problem(stem, kind, cell_id, "stale",
+                                            old_en=entry.get("en", ""), new_en=en))
+            text = en
+        else:
+            text = entry["zh"]
+        cell["source"] = _lines(rewrite_links(text, folder, f"{ZH}/{folder}", root))
+    edition.problems += [Problem(stem, kind, cell_id, "orphan") for cell_id in part
+                         if cell_id not in seen]
+    return edition
+
+
+def editions(stem: str, root: Path = ROOT) -> list[Edition]:
+    translations = load_translations(stem, root)
+    return [translate_notebook(stem, kind, folder, translations, root)
+            for kind, folder in KINDS if (root / folder / f"{stem}.ipynb").is_file()]
+
+
+def build(stem_list: Sequence[str] | None = None, root: Path = ROOT) -> list[Problem]:
+    """Write the zh notebooks; returns the translation problems (cells left in English)."""
+    problems = []
+    for stem in stem_list or stems(root):
+        for edition in editions(stem, root):
+            folder = dict(KINDS)[edition.kind]
+            path = zh_path(folder, stem, root)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            text = dumps_notebook(edition.notebook)
+            if not path.is_file() or path.read_text(encoding="utf-8") != text:
+                path.write_text(text, encoding="utf-8")
+            problems += edition.problems
+    return problems
+
+
+def _code_differences(stem: str, kind: str, english: dict, zh: dict) -> list[Problem]:
+    """Code cells that are not byte for byte the English ones; cells out of step."""
+    def shape(nb):
+        return [(c.get("id"), c.get("cell_type")) for c in nb.get("cells", [])]
+
+    problems = []
+    if shape(english) != shape(zh) or english.get("metadata") != zh.get("metadata"):
+        problems.append(Problem(stem, kind, "", "cells"))
+    zh_cells = {c.get("id"): c for c in zh.get("cells", [])}
+    for cell in english["cells"]:
+        if cell.get("cell_type") != "code":
+            continue
+        theirs = zh_cells.get(cell.get("id"))
+        if theirs is None or dumps_notebook(theirs) != dumps_notebook(cell):
+            problems.append(Problem(stem, kind, cell.get("id", ""), "code"))
+    return problems
+
+
+def check(stem_list: Sequence[str] | None = None, root: Path = ROOT) -> list[Problem]:
+    """Everything that keeps the zh edition from being complete and current (empty: all good)."""
+    problems = []
+    for stem in stem_list or stems(root):
+        for edition in editions(stem, root):
+            problems += edition.problems
+            folder = dict(KINDS)[edition.kind]
+            path = zh_path(folder, stem, root)
+            if not path.is_file():
+                problems.append(Problem(stem, edition.kind, "", "no notebook"))
+                continue
+            text = path.read_text(encoding="utf-8")
+            try:
+                zh = json.loads(text)
+            except json.JSONDecodeError:
+                problems.append(Problem(stem, edition.kind, "", "out of date"))
+                continue
+            english = json.loads((root / folder / f"{stem}.ipynb").read_text(encoding="utf-8"))
+            problems += _code_differences(stem, edition.kind, english, zh)
+            if text != dumps_notebook(edition.notebook):
+                problems.append(Problem(stem, edition.kind, "", "out of date"))
+    return problems
+
+
+def todo_text(stem_list: Sequence[str] | None = None, root: Path = ROOT) -> str:
+    """Per lesson, the cells to translate (with their English) and to update (old vs new)."""
+    out = []
+    for stem in stem_list or stems(root):
+        problems = [p for e in editions(stem, root) for p in e.problems]
+        if not problems:
+            continue
+        counts = {w: sum(p.what == w for p in problems) for w in ("missing", "stale", "orphan")}
+        out.append(f"== {stem} ({translation_path(stem, root).relative_to(root)}): "
+                   + ", ".join(f"{n} {w}" for w, n in counts.items() if n))
+        for p in problems:
+            out.append(f"-- {p.kind} cell {p.cell!r}: {p.what}")
+            if p.what == "missing":
+                out.append(f"   en_sha256: {sha256(p.new_en)}")
+                out += ["   | " + line for line in p.new_en.splitlines()]
+            elif p.what == "stale":
+                out.append(f"   new en_sha256: {sha256(p.new_en)}")
+                diff = difflib.unified_diff(p.old_en.splitlines(), p.new_en.splitlines(),
+                                            "old English", "new English", lineterm="", n=1)
+                out += ["   " + line for line in diff]
+    return "\n".join(out) if out else "nothing to do: every markdown cell has a current translation"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m course_utils.editions",
+        description="The Chinese edition: build zh/ from the English notebooks and "
+        "zh/translations/, check it is complete and current, list what to translate.")
+    parser.add_argument("command", choices=["build", "check", "todo"])
+    parser.add_argument("stems", nargs="*", metavar="NN_topic",
+                        help="lessons (default: every lesson in notebooks/)")
+    args = parser.parse_args(argv)
+    known = stems()
+    wanted = [Path(s).stem for s in args.stems] or known
+    unknown = [s for s in wanted if s not in known]
+    if unknown:
+        print(f"error: no lesson notebooks/{unknown[0]}.ipynb (lessons: {', '.join(known)})",
+              file=sys.stderr)
+        return 2
+    try:
+        if args.command == "todo":
+            print(todo_text(wanted))
+            return 0
+        if args.command == "build":
+            problems = build(wanted)
+            print(f"wrote zh/notebooks and zh/exercises for {len(wanted)} lesson(s)")
+            if problems:
+                print(f"{len(problems)} markdown cell(s) kept their English (missing or stale "
+                      "translations, see `todo`); `check` fails until they are translated")
+            return 0
+        problems = check(wanted)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if problems:
+        print(f"the zh edition is not complete and current ({len(problems)} problem(s)):")
+        print("\n".join("  " + p.line() for p in problems))
+        return 1
+    print(f"the zh edition is complete and current ({len(wanted)} lesson(s))")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
