@@ -27,6 +27,7 @@ from pathlib import Path
 import nbformat
 from nbformat import NotebookNode
 
+from course_utils.editions import localize_table, report_language
 from course_utils.grading import sandbox as bwrap
 from course_utils.grading.build import RELEASE_CHECKS, find_course_root
 from course_utils.grading.format import (
@@ -472,6 +473,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--csv", type=Path, metavar="OUT.csv",
                         help="also write one row per learner and exercise to this file")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--lang", choices=["auto", "en", "zh"], default="auto",
+                        help="language of the report's headings and summary lines "
+                        "(default: zh when every notebook graded is one of the "
+                        "Chinese edition's, e.g. zh/exercises/; check messages stay "
+                        "English)")
     parser.add_argument("--feedback", type=Path, metavar="DIR",
                         help="write one HTML report per submission into DIR")
     parser.add_argument("--jobs", type=int, default=1, help="notebooks graded at once")
@@ -566,7 +572,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             reports = list(pool.map(grade, todo))
     finally:
         kill_descendants(keep=before)
-    print(to_json(reports) if args.json else format_table(reports))
+    lang = args.lang if args.lang != "auto" else report_language([item[0] for item in todo])
+    print(to_json(reports) if args.json else localize_table(format_table(reports), lang))
     if args.csv:
         write_csv(reports, args.csv)
         print(f"wrote {args.csv}", file=sys.stderr)
