@@ -3,6 +3,7 @@ never mixes up requests or overfills a batch, percentiles equal numpy's, and the
 what it ran. No timing is asserted."""
 
 import asyncio
+import socket
 import threading
 import time
 
@@ -298,3 +299,103 @@ def test_a_server_that_stops_answering_ends_the_window_with_an_error(monkeypatch
             serving.load_test({"stuck": server}, np.ones((2, 3), np.float32), 1,
                               duration_s=0.05, warmup_s=0.0, in_subprocess=False)
         stuck.set()
+
+
+# ----------------------------------------------------------------------------- bad input (issue 25)
+
+
+@pytest.mark.parametrize("message, fragment", [
+    (b"", "header of 8 bytes"),
+    (b"\x00\x00\x00", "got 3 bytes in all"),
+    (serving.encode(np.ones((2, 2)))[:-3], "2 x 2 float32 values (16 bytes) but 13 bytes follow"),
+    (serving.encode(np.ones((2, 2))) + b"!", "but 17 bytes follow"),
+    (serving.HEADER.pack(2**31, 2**31) + bytes(8), "18,446,744,073,709,551,616 bytes"),
+    (serving.HEADER.pack(serving.ERROR_ROWS, 50) + b"short", "an error message of 50 bytes"),
+], ids=["empty", "short-header", "truncated", "extra-byte", "absurd-size", "short-error"])
+def test_decode_of_a_short_or_garbled_message_says_what_is_wrong(message, fragment):
+    with pytest.raises(ValueError, match="header") as info:
+        serving.decode(message)
+    assert fragment in str(info.value)
+
+
+def test_decode_of_an_error_reply_raises_its_message():
+    with pytest.raises(serving.ServerError, match="^predict failed$"):
+        serving.decode(serving.encode_error("predict failed"))
+
+
+@pytest.mark.parametrize("sizes", [[2, -1, 4], [2.0, 3], [True, 4], ["2", 3]])
+def test_split_rows_refuses_sizes_that_are_not_row_counts(sizes):
+    # [2, -1, 4] adds up to the 5 rows, yet np.split would cut blocks of 2, 0 and 4 rows.
+    with pytest.raises(ValueError, match=r"each an int >= 0; sizes\[\d\] is"):
+        serving.split_rows(np.arange(5), sizes)
+    assert [len(p) for p in serving.split_rows(np.arange(5), [np.int64(2), 0, 3])] == [2, 0, 3]
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "", "::", "192.168.1.10", "example.org"])
+def test_a_server_on_anything_but_loopback_is_refused_unless_allowed(host):
+    with pytest.raises(ValueError, match="other machines.*allow_remote=True"):
+        serving.Server(model, host=host)
+    serving.Server(model, host=host, allow_remote=True)  # said explicitly: accepted (not started)
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "localhost", "::1"])
+def test_loopback_hosts_need_no_permission(host):
+    assert serving.Server(model, host=host).host == host
+
+
+def read_reply(sock):
+    """One whole reply from a raw socket: (rows, columns, body)."""
+    data = b""
+    while len(data) < serving.HEADER.size or len(data) < serving.HEADER.size + serving._body_size(
+            *serving.HEADER.unpack_from(data)):
+        chunk = sock.recv(1 << 16)
+        assert chunk, f"the server closed the connection after {len(data)} bytes, no reply"
+        data += chunk
+    rows, cols = serving.HEADER.unpack_from(data)
+    return rows, cols, data[serving.HEADER.size:]
+
+
+def test_a_request_larger_than_the_cap_is_answered_before_its_body_is_read():
+    # The header announces 405 MiB and only 1 KB follows: the server answers at once, by default,
+    # instead of waiting to buffer the rest (it used to hold every byte sent, and wait forever).
+    with serving.Server(model) as server, socket.create_connection(server.address) as sock:
+        sock.settimeout(10)
+        sock.sendall(serving.HEADER.pack(405 * 2**20 // 256, 64) + bytes(1024))
+        rows, _, body = read_reply(sock)
+        assert rows == serving.ERROR_ROWS and sock.recv(1) == b""  # an error, then it hangs up
+        assert "request too large" in body.decode() and "max_request_bytes=4,194,304" in \
+            body.decode()
+    assert server.batch_sizes == []  # predict never ran
+
+
+def test_a_client_sending_too_many_rows_gets_the_reason_and_the_server_keeps_serving():
+    with serving.Server(model, max_request_bytes=6 * 4 * 10) as server:
+        with serving.Client(server.address) as client:
+            np.testing.assert_allclose(client.predict(np.ones((10, 6))), model(np.ones((10, 6),
+                                                                                   np.float32)))
+            with pytest.raises(serving.ServerError, match="11 x 6 float32 values is 264 bytes"):
+                client.predict(np.ones((11, 6)))
+        with serving.Client(server.address) as client:
+            assert client.predict(np.ones((1, 6))).shape == (1, 3)
+
+
+def test_a_half_sent_request_is_dropped_after_the_timeout():
+    with (serving.Server(model, request_timeout_s=0.2) as server,
+          socket.create_connection(server.address) as idle,
+          socket.create_connection(server.address) as half):
+        half.settimeout(10)
+        half.sendall(serving.HEADER.pack(3, 6) + bytes(20))  # 72 bytes announced, 20 sent
+        rows, _, body = read_reply(half)
+        assert rows == serving.ERROR_ROWS and "timed out" in body.decode()
+        assert half.recv(1) == b""
+        time.sleep(0.3)  # an idle connection (no byte of a request yet) is left alone
+        idle.sendall(serving.encode(np.ones((1, 6))))
+        idle.settimeout(10)
+        assert read_reply(idle)[:2] == (1, 3)
+
+
+def test_server_limits_are_checked():
+    with pytest.raises(ValueError, match="max_request_bytes"):
+        serving.Server(model, max_request_bytes=0)
+    with pytest.raises(ValueError, match="request_timeout_s"):
+        serving.Server(model, request_timeout_s=0)

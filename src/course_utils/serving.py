@@ -11,7 +11,9 @@ read in one go:
   ``predict(rows)``, run by one worker thread (one model replica). With ``max_batch > 1`` it
   **batches dynamically** (:class:`Batcher`): requests that arrived while the model was busy, or
   within ``max_wait_ms`` of the first, go into one model call, and each client gets back exactly
-  its own rows;
+  its own rows. It serves loopback only unless told otherwise, refuses a request larger than
+  ``max_request_bytes`` and drops a connection whose request is not complete within
+  ``request_timeout_s`` of its first byte;
 - :func:`load_test`: **closed-loop** clients, each sending a request, waiting for the reply and
   sending the next, as callers who wait for their answer do. It reports the latency percentiles the
   requests saw and the throughput (completed requests per second).
@@ -33,9 +35,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ipaddress
 import itertools
 import json
 import math
+import numbers
 import socket
 import struct
 import subprocess
@@ -63,6 +67,11 @@ HEADER = struct.Struct("!II")
 ERROR_ROWS = 0xFFFFFFFF
 #: A load-test window gives up on a server that has not answered this long after it should end.
 STALL_S = 30.0
+#: The largest request body a :class:`Server` reads by default: 4 MiB, a million float32 values
+#: (lesson 11 sends rows of 64 pixels: its largest request, the whole test set, is about 100 KB).
+MAX_REQUEST_BYTES = 4 << 20
+#: How long a :class:`Server` waits for the rest of a request once its first byte has arrived.
+REQUEST_TIMEOUT_S = 10.0
 
 
 class ServerError(RuntimeError):
@@ -89,9 +98,25 @@ def encode_error(message: str) -> bytes:
 
 
 def decode(message: bytes) -> np.ndarray:
-    """The array in one complete message (the inverse of :func:`encode`)."""
+    """The array in one complete message (the inverse of :func:`encode`).
+
+    A message that is not exactly one header and the bytes it announces raises ``ValueError``
+    saying what is wrong (``decode(encode(x)[:-1])``: "the header announces ... 11 bytes follow
+    it"); an error reply raises :class:`ServerError` with its message.
+    """
+    message = bytes(message)
+    if len(message) < HEADER.size:
+        raise ValueError(f"a message starts with a header of {HEADER.size} bytes (rows, columns "
+                         f"as two unsigned 32-bit integers); got {len(message)} bytes in all: "
+                         f"pass one whole message, as encode() returns it")
     rows, cols = HEADER.unpack_from(message)
-    return _array(rows, cols, message[HEADER.size:])
+    body, size = message[HEADER.size:], _body_size(rows, cols)
+    if len(body) != size:
+        what = (f"an error message of {cols:,} bytes" if rows == ERROR_ROWS else
+                f"{rows:,} x {cols:,} float32 values ({size:,} bytes)")
+        raise ValueError(f"the header announces {what} but {len(body):,} bytes follow it: the "
+                         f"message is truncated, has bytes added, or is not in this wire format")
+    return _array(rows, cols, body)
 
 
 def _array(rows: int, cols: int, body: bytes) -> np.ndarray:
@@ -127,9 +152,17 @@ def _recv_exactly(sock: socket.socket, n: int) -> bytes:
 def split_rows(outputs: np.ndarray, sizes: Sequence[int]) -> list[np.ndarray]:
     """Cut a batch's output back into one block of rows per request, in order.
 
+    ``sizes`` are the requests' row counts: ints >= 0 that add up to ``len(outputs)``.
+
     >>> [part.tolist() for part in split_rows(np.arange(5), [2, 3])]
     [[0, 1], [2, 3, 4]]
     """
+    sizes = list(sizes)
+    for i, n in enumerate(sizes):
+        if not isinstance(n, numbers.Integral) or isinstance(n, bool) or n < 0:
+            more = " ..." if len(sizes) > 8 else ""
+            raise ValueError(f"sizes are the row counts of the requests, each an int >= 0; "
+                             f"sizes[{i}] is {n!r} (in {sizes[:8]}{more})")
     if len(outputs) != sum(sizes):
         raise ValueError(f"the model returned {len(outputs)} rows for a batch of {sum(sizes)}: "
                          "predict must return one output row per input row")
@@ -239,12 +272,34 @@ class Server:
     client and one worker thread for the model (:class:`Batcher`). Use it as a context manager,
     or call :meth:`start` and :meth:`stop`. ``address`` is ``(host, port)``; port 0 picks a free
     one. ``batch_sizes`` lists the rows of every model call so far.
+
+    It runs ``predict`` for anyone who can connect, with no authentication: so ``host`` must be a
+    loopback address (127.x.x.x, ::1, localhost) unless ``allow_remote=True`` says you mean it.
+    A request whose body is larger than ``max_request_bytes`` gets an error reply (HTTP would say
+    413, "content too large") and its connection is closed, before its body is read; so is one
+    not complete ``request_timeout_s`` seconds after its first byte (a client that sends half a
+    request and waits holds nothing for long). Between requests, a connection may stay idle.
     """
 
     def __init__(self, predict: Predict, *, max_batch: int = 1, max_wait_ms: float = 0.0,
-                 host: str = "127.0.0.1", port: int = 0):
+                 host: str = "127.0.0.1", port: int = 0,
+                 max_request_bytes: int = MAX_REQUEST_BYTES,
+                 request_timeout_s: float = REQUEST_TIMEOUT_S, allow_remote: bool = False):
+        if not allow_remote and not _is_loopback(host):
+            raise ValueError(
+                f"Server(host={host!r}) would take requests from other machines, and it runs "
+                f"predict for anyone who connects, with no authentication or encryption. Serve "
+                f"on host='127.0.0.1' (the default) and put a real server in front of it; pass "
+                f"allow_remote=True only on a network you trust")
+        if not isinstance(max_request_bytes, int) or max_request_bytes < HEADER.size:
+            raise ValueError(f"max_request_bytes is the largest request body in bytes, an int "
+                             f"of at least {HEADER.size}; got {max_request_bytes!r}")
+        if not request_timeout_s > 0:
+            raise ValueError(f"request_timeout_s is a number of seconds > 0; got "
+                             f"{request_timeout_s!r}")
         self.batcher = Batcher(predict, max_batch, max_wait_ms)
         self.host, self.port = host, port
+        self.max_request_bytes, self.request_timeout_s = max_request_bytes, request_timeout_s
         self.address: tuple[str, int] | None = None
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -311,11 +366,21 @@ class Server:
         try:
             while True:
                 try:
-                    rows, cols, body = await read_message(reader)
+                    request = await self._read_request(reader)
                 except (asyncio.IncompleteReadError, ConnectionError):
                     return  # the client hung up
+                except _Refused as refused:  # its body is never read: answer, then hang up
+                    writer.write(encode_error(str(refused)))
+                    await writer.drain()
+                    await self._drain_and_close(reader, writer)
+                    return
+                if request is None:
+                    return  # the client hung up between requests
+                rows, cols, body = request
                 if rows == ERROR_ROWS or rows == 0:
                     writer.write(encode_error("a request must hold at least one row"))
+                elif cols == 0:
+                    writer.write(encode_error("a request's rows must hold at least one value"))
                 else:
                     try:
                         writer.write(encode(await self.batcher.submit(_array(rows, cols, body))))
@@ -326,6 +391,60 @@ class Server:
             return
         finally:
             writer.close()
+
+    async def _read_request(self, reader: asyncio.StreamReader) -> tuple[int, int, bytes] | None:
+        """The next request, or ``None`` if the client hung up before sending one.
+
+        The connection may wait any time for a request's first byte; from there the whole
+        request must arrive within ``request_timeout_s``, and its body is read only if its
+        header announces at most ``max_request_bytes``.
+        """
+        first = await reader.read(1)
+        if not first:
+            return None
+        try:
+            async with asyncio.timeout(self.request_timeout_s):
+                rows, cols = HEADER.unpack(first + await reader.readexactly(HEADER.size - 1))
+                size = _body_size(rows, cols)
+                if size > self.max_request_bytes:
+                    what = ("an error message" if rows == ERROR_ROWS
+                            else f"a request of {rows:,} x {cols:,} float32 values")
+                    raise _Refused(
+                        f"request too large: {what} is {size:,} bytes, more than this server's "
+                        f"max_request_bytes={self.max_request_bytes:,}; send fewer rows per "
+                        f"request, or start the server with a larger Server(..., "
+                        f"max_request_bytes=...)")
+                return rows, cols, await reader.readexactly(size)
+        except TimeoutError:
+            raise _Refused(f"request timed out: it was not complete {self.request_timeout_s:g} s "
+                           f"after its first byte (Server(..., request_timeout_s=...))") from None
+
+    async def _drain_and_close(self, reader: asyncio.StreamReader,
+                               writer: asyncio.StreamWriter) -> None:
+        """Close after a refused request without losing the error reply: read (and drop) what
+        the client still sends, a chunk at a time, until it hangs up or ``request_timeout_s``
+        has passed (closing a socket with unread data would reset it, reply and all)."""
+        try:
+            writer.write_eof()
+            async with asyncio.timeout(self.request_timeout_s):
+                while await reader.read(1 << 16):
+                    pass
+        except (TimeoutError, ConnectionError, OSError):
+            pass
+
+
+class _Refused(Exception):
+    """A request the server will not read: its message is the error reply the client gets."""
+
+
+def _is_loopback(host: Any) -> bool:
+    """Whether ``host`` names this machine only (127.0.0.0/8, ::1, localhost)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # "" or None (every interface), or a host name
+        return False
 
 
 class Client:
