@@ -128,6 +128,7 @@ from .profile import Profile, profile
 # tracing, control flow, saving
 from . import (
     autograph,  # noqa: F401 (installs itself as mg.function's autograph=True)
+    onnx,  # noqa: F401 (mg.onnx.export, mg.onnx.load; imports the onnx package when used)
     optim,
 )
 from .control_flow import cond, while_loop
