@@ -779,3 +779,31 @@ def test_against_target_reads_the_whole_interval():
     assert bench.against_target(over, 1.5) == "MISSED"
     assert bench.against_target(straddle, 1.5).startswith("undecided")
     assert bench.against_target(bench.Ratio(1.2, 1.2, 1.2), 1.5) == "met"  # no interval: the median
+
+
+# ----------------------------------------------------------------- benchmarks/verdicts.py
+
+
+def _verdicts_script():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parents[1] / "benchmarks" / "verdicts.py"
+    spec = importlib.util.spec_from_file_location("bench_verdicts", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_verdict_simulation_counts_false_claims():
+    sim = _verdicts_script()
+    assert sim.false_claim("faster", 0.95, 0.1) and not sim.false_claim("faster", 0.85, 0.1)
+    assert sim.false_claim("slower", 1.05, 0.1) and not sim.false_claim("slower", 1.2, 0.1)
+    assert sim.false_claim("within", 1.2, 0.1) and not sim.false_claim("within", 0.95, 0.1)
+    assert sim.false_claim("same", 0.8, 0.1) and not sim.false_claim("same", 1.0, 0.1)
+    assert not sim.false_claim("undecided", 5.0, 0.1)
+    # Independent rounds with a 2% spread: the method's own promise (at most 5% false decided
+    # words, per comparison) holds with room to spare, and clear effects are always decided.
+    table = sim.simulate("independent", runs=200, margin=0.1, sigma=0.02, rho=0.0)
+    assert max(wrong for wrong, _ in table.values()) <= 0.05
+    assert table[0.5, 12] == (0.0, 0.0) and table[2.0, 12] == (0.0, 0.0)
