@@ -893,21 +893,33 @@ def compare(
     (``{"tf.function": "tf eager", "torchscript": "torch eager"}``).
 
     **Sampling until decided.** With ``max_time_s``, ``repeats`` is the least number of rounds:
-    more rounds are added until every pair's :class:`Verdict` is decided (faster, slower, or no
-    difference beyond ``margin``, each with ``confidence``), or until sampling has taken
-    ``max_time_s`` seconds (on ``clock``; warm-up not counted), when the undecided ones stay
-    ``undecided`` and ``Comparison.capped`` is True. A quiet machine decides in a few rounds; a
-    busy one takes more rounds, and reaches the same verdicts. The cap holds on the wall clock
+    more rounds are added until every pair's :class:`Verdict` is decided (anything but "cannot
+    tell from this run", each with ``confidence``), or until sampling has taken ``max_time_s``
+    seconds (on ``clock``; warm-up not counted), when the undecided ones stay ``undecided`` and
+    ``Comparison.capped`` is True. A quiet machine decides in a few rounds; a busy one takes more
+    rounds, and usually, not always, reaches the same verdicts: noise that comes and goes with
+    the neighbours' jobs (shared caches, the CPU's frequency) moves the ratios themselves, which no
+    number of rounds averages away. The cap holds on the wall clock
     too: with ``clock=time.process_time`` on a machine so busy that this process gets a fraction
     of a core, sampling still stops once ``max_time_s`` wall-clock seconds have passed (a cell
     never waits much longer than its cap; the verdicts it could not decide by then say
     ``undecided``). Without ``max_time_s``, exactly ``repeats`` rounds are taken.
 
-    **Which clock.** The wall clock (``time.perf_counter``, the default) counts everything the
-    caller waits for, a GPU or another process included, but also the slices of time the
-    operating system gives to other jobs, in bursts that intervals cannot always absorb. For
-    work that runs on the CPU in this process (one thread per framework, say), pass
-    ``clock=time.process_time``: the CPU time of this process, which other jobs cannot inflate.
+    **Which clock.** Each measures something else, and each is inflated by something else:
+
+    - The wall clock (``time.perf_counter``, the default) measures what the caller waits for:
+      every thread, a GPU (with ``sync``), another process, I/O. A busy machine inflates it with
+      the slices of time the operating system gives to other jobs, in bursts that the intervals
+      cannot always absorb. Use it for anything threaded, anything that waits, and on GPUs.
+    - ``clock=time.process_time`` measures the CPU time of this process: the sum over all its
+      threads, and none of its waiting. Other jobs cannot add their own time slices to it, but
+      they still slow it (shared caches and memory bandwidth, a lower clock frequency: two runs
+      on a busy machine can differ by well over 10%), and a candidate that computes on four
+      threads is charged four threads' time, so parallelism can only look like a cost. Use it
+      only for work that runs on one thread of this process, and say so.
+
+    Where the two disagree (a threaded runtime, a wait), report both, or time with the wall clock
+    on a quiet machine.
 
     >>> c = compare({"list": lambda: list(range(1000)), "tuple": lambda: tuple(range(1000))},
     ...             repeats=5, progress=False)
