@@ -481,6 +481,13 @@ def traced_function_called_with_an_unknown_keyword():
 
 
 @bad(mg.ArgumentError)
+def unbroadcast_to_a_shape_instead_of_a_value():  # issue 25: was a raw AttributeError
+    g = mg.tensor(np.ones((2, 3), np.float32))
+    trigger, at = (lambda: mg.unbroadcast(g, (3,))), here()
+    return trigger, ["mg.unbroadcast(g, like)", "got tuple (3,)"], at, "np.zeros((3,))"
+
+
+@bad(mg.ArgumentError)
 def mg_function_of_something_not_callable():
     trigger, at = (lambda: mg.function(3)), here()
     return trigger, ["mg.function", "int"], at, "def or lambda"

@@ -26,7 +26,7 @@ from . import attrs as A
 from . import eager
 from . import shapes as S
 from .eager import run_op
-from .errors import GraphError, ShapeError, UnknownOpError, user_source
+from .errors import ArgumentError, GraphError, ShapeError, UnknownOpError, user_source
 from .graph import Node, get_default_graph
 from .ops import Op, get_op
 
@@ -382,7 +382,16 @@ def unbroadcast(g: Any, like: Any, name: str | None = None) -> Any:
 
     Returns ``g`` itself when both shapes are known and equal; otherwise adds an ``unbroadcast``
     op, which reads ``like``'s shape at run time and so also works with ``None`` dimensions.
+    ``like`` is a value (tensor, array or node), not a shape: it is its shape that counts.
     """
+    for arg, value, role in (("g", g, "the gradient to sum"),
+                             ("like", like, "the value whose shape g is summed down to")):
+        if not hasattr(value, "shape") or not hasattr(value, "dtype"):
+            hint = (f"; to sum down to the shape {value!r}, pass a value of that shape, e.g. "
+                    f"np.zeros({value!r})" if arg == "like" and isinstance(value, tuple) else "")
+            raise ArgumentError(f"mg.unbroadcast(g, like) at {user_source()}: {arg} is {role} (a "
+                                f"tensor, numpy array or graph node), got "
+                                f"{type(value).__name__} {A._short(value)}{hint}")
     if tuple(g.shape) == tuple(like.shape) and None not in g.shape:
         return g
     return apply("unbroadcast", (g, like), name=name)
