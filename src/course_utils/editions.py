@@ -36,6 +36,7 @@ import json
 import posixpath
 import re
 import sys
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -314,7 +315,86 @@ def todo_text(stem_list: Sequence[str] | None = None, root: Path = ROOT) -> str:
     return "\n".join(out) if out else "nothing to do: every markdown cell has a current translation"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+# --- the grader's report in Chinese -----------------------------------------------------------
+
+#: A notebook is Chinese when its markdown has at least this many CJK ideographs, and they are
+#: at least this share of its letters (an English lesson quotes a Chinese title or two).
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+_LATIN = re.compile(r"[A-Za-z]")
+_CJK_MIN, _CJK_SHARE = 20, 0.1
+#: Notebooks larger than this are not read to find their language (the grader refuses them).
+_LANG_MAX_BYTES = 16 * 2**20
+
+
+def notebook_language(path: str | Path) -> str:
+    """``"zh"`` for a notebook of the Chinese edition (its markdown is Chinese), else ``"en"``.
+    A file that cannot be read as a notebook is ``"en"``: the grader reports it."""
+    try:
+        path = Path(path)
+        if path.is_symlink() or path.stat().st_size > _LANG_MAX_BYTES:
+            return "en"
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        text = "".join(source_of(c) for c in nb.get("cells", [])
+                       if isinstance(c, dict) and c.get("cell_type") == "markdown")
+    except (OSError, ValueError, AttributeError, TypeError):
+        return "en"
+    cjk, latin = len(_CJK.findall(text)), len(_LATIN.findall(text))
+    return "zh" if cjk >= _CJK_MIN and cjk >= _CJK_SHARE * (cjk + latin) else "en"
+
+
+def report_language(paths: Sequence[str | Path]) -> str:
+    """The language of a grading report: Chinese when every notebook graded is Chinese."""
+    paths = list(paths)
+    return "zh" if paths and all(notebook_language(p) == "zh" for p in paths) else "en"
+
+
+def _width(text: str) -> int:
+    """Columns a text takes in a terminal (CJK characters take two)."""
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def _as_wide(zh: str, en: str, right: bool = False) -> str:
+    """``zh`` padded to the columns ``en`` took, so the table's columns stay aligned."""
+    pad = " " * max(_width(en) - _width(zh), 0)
+    return pad + zh if right else zh + pad
+
+
+_HEADER = re.compile(r"^(?P<path>\S.*?)  \(learner (?P<learner>.*), "
+                     r"(?:graded as (?P<nb>.*)|no matching solutions notebook)\)$")
+_COLUMNS = re.compile(r"^  exercise( +)points( +)status( +)message$")
+_TOTAL = re.compile(r"^  total( +)(\S+)$")
+_ALL = re.compile(r"^all: (\S+) points; (\d+) of (\d+) notebooks fully passed$")
+
+
+def localize_table(text: str, lang: str = "zh") -> str:
+    """The grader's table (``report.format_table``) with its headings, column names, totals and
+    summary line in ``lang``. Exercise rows, statuses and check messages stay as they are (the
+    checks are shared with the English edition and speak English)."""
+    if lang != "zh":
+        return text
+    out = []
+    for line in text.split("\n"):
+        if m := _HEADER.match(line):
+            graded = f"按 {m['nb']} 评分" if m["nb"] is not None else "没有匹配的答案笔记本"
+            line = f"{m['path']}（学习者 {m['learner']}，{graded}）"
+        elif m := _COLUMNS.match(line):
+            line = ("  " + _as_wide("练习", "exercise") + m[1] + _as_wide("分数", "points", True)
+                    + m[2] + _as_wide("状态", "status") + m[3] + "信息")
+        elif m := _TOTAL.match(line):
+            line = "  " + _as_wide("合计", "total") + m[1] + m[2]
+        elif line == "  details:":
+            line = "  详情："
+        elif line == "  notes:":
+            line = "  注释："
+        elif line.startswith("  error: "):
+            line = "  错误：" + line[len("  error: "):]
+        elif m := _ALL.match(line):
+            line = f"全部：{m[1]} 分；{m[3]} 个笔记本中有 {m[2]} 个全部通过"
+        out.append(line)
+    return "\n".join(out)
+
+
+def main(argv: Sequence[str] | None = None, root: Path = ROOT) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m course_utils.editions",
         description="The Chinese edition: build zh/ from the English notebooks and "
@@ -323,7 +403,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("stems", nargs="*", metavar="NN_topic",
                         help="lessons (default: every lesson in notebooks/)")
     args = parser.parse_args(argv)
-    known = stems()
+    known = stems(root)
     wanted = [Path(s).stem for s in args.stems] or known
     unknown = [s for s in wanted if s not in known]
     if unknown:
@@ -332,16 +412,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         if args.command == "todo":
-            print(todo_text(wanted))
+            print(todo_text(wanted, root))
             return 0
         if args.command == "build":
-            problems = build(wanted)
+            problems = build(wanted, root)
             print(f"wrote zh/notebooks and zh/exercises for {len(wanted)} lesson(s)")
             if problems:
                 print(f"{len(problems)} markdown cell(s) kept their English (missing or stale "
                       "translations, see `todo`); `check` fails until they are translated")
             return 0
-        problems = check(wanted)
+        problems = check(wanted, root)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
