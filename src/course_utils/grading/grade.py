@@ -30,7 +30,10 @@ from nbformat import NotebookNode
 from course_utils.editions import localize_table, report_language
 from course_utils.grading import sandbox as bwrap
 from course_utils.grading.build import RELEASE_CHECKS, find_course_root
+from course_utils.grading import classroom
+from course_utils.grading import key as answer_key
 from course_utils.grading.format import (
+from course_utils.grading import verdict as verdicts
     describe,
     exercise_id,
     exercises,
@@ -40,6 +43,7 @@ from course_utils.grading.format import (
     points,
     validate,
 )
+    solution_regions,
 from course_utils.grading.kernel import GiB, Limits, descendants, kill_descendants
 from course_utils.grading.report import (
     CheckResult,
@@ -188,11 +192,18 @@ def grade_notebook(path: str | Path, solutions: str | Path, *, timeout: float = 
         labels = restored.labels()
         results, report.notes = run_notebook(
             restored.notebook, timeout, canonical_path.name, sandbox=sandbox, limits=limits,
-            hidden=[solutions, *hidden], labels=labels,
-            budget=time_budget(len(code_cells(reference)) + EXTRA_CELLS, timeout))
+            hidden=[solutions, answer_key.folder(solutions), *hidden], labels=labels,
+            budget=time_budget(len(code_cells(reference)) + EXTRA_CELLS, timeout),
+            specs=specs, key=key, references=key is None)
+        if specs and key is None:
+            report.notes.append("this copy of the course has no answer key: the expected "
+                                "values were worked out in your own kernel, and predictions "
+                                "are recorded for your instructor to grade")
         if code and all(r.outcome == "not run" for r in results):
             raise _Ungradable(results[0].message)  # e.g. the kernel did not start
     except _Ungradable as e:
+        specs = verdicts.specs(reference.cells)
+        key = _answer_key(canonical_path, solutions, reference) if specs else None
         report.error = str(e)
     except Exception as e:  # a notebook odd enough to break the grader still gets a report
         report.error = f"the grader could not run this notebook: {type(e).__name__}: {e}"
@@ -226,7 +237,43 @@ class _Ungradable(Exception):
     """Why a notebook cannot be run at all; every exercise then gets this as its error."""
 
 
-_STATUS = {"failed": "fail", "timeout": "timeout", "tampered": "tampered"}
+_STATUS = {"failed": "fail", "timeout": "timeout", "tampered": "tampered",
+           "recorded": "recorded"}
+
+#: Answer keys read (or built) before any submission ran: canonical notebook -> key.
+_KEYS: dict[Path, answer_key.AnswerKey] = {}
+
+
+def _has_answers(nb: NotebookNode) -> bool:
+    """True for a solutions notebook (its solution cells hold marked answers), False for the
+    exercise notebooks a release grades against."""
+    for cell in nb.cells:
+        if is_solution(cell):
+            try:
+                if solution_regions(str(cell.source)):
+                    return True
+            except ValueError:
+                continue
+    return False
+
+
+def _answer_key(path: Path, solutions: Path, nb: NotebookNode
+                ) -> answer_key.AnswerKey | None:
+    """The key of the canonical notebook at ``path``: as read before grading began, else
+    read or built now; None in a release (no answers to build it from)."""
+    found = _KEYS.get(path.resolve())
+    if found is not None:
+        return found
+    if not _has_answers(nb):
+        return None
+    try:
+        key = answer_key.load(path, solutions)
+    except answer_key.KeyError_ as e:
+        raise _Ungradable(f"the answer key cannot be built: {e}") from None
+    if key is not None:
+        _KEYS[path.resolve()] = key
+    return key
+
 
 
 def score(code: list[NotebookNode], results: list[CellResult], possible: dict[str, float],
@@ -276,7 +323,7 @@ def _score_check(code: list[NotebookNode], results: list[CellResult], ex: str, i
     message, summary, where = r.message, r.summary, r.where
     if status == "timeout":
         message = summary = f"the check {r.message}"
-    if status not in ("timeout", "tampered"):
+    if status not in ("timeout", "tampered", "recorded"):
         cause = _cause(code, results, ex, i)
         if cause is not None:
             blamed = results[cause]
@@ -484,6 +531,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--memory", type=float, default=6.0, metavar="GiB",
                         help="memory limit per submission (default: 6)")
     parser.add_argument("--disk", type=float, default=4.0, metavar="GiB",
+def _canonicals(todo: list[tuple[Path, str, bool]], solutions: Path, forced: Path | None
+                ) -> list[Path]:
+    """The canonical notebooks the submissions in ``todo`` will be graded against."""
+    if forced is not None:
+        return [forced]
+    found: dict[Path, None] = {}
+    for path, _, given in todo:
+        try:
+            nb = _read_notebook(path, given)
+        except ValueError:
+            nb = None
+        with contextlib.suppress(Exception):
+            canonical = _find_canonical(path, nb, solutions)
+            if canonical is not None:
+                found[canonical] = None
+    return list(found)
+
+
+def _others(todo: list[tuple[Path, str, bool]], solutions: Path) -> str:
+    """Why grading ``todo`` without the sandbox needs ``--trust-submissions`` ("" if it does
+    not): more than one learner, or a notebook outside the course that holds ``solutions`` (a
+    learner's own checkout, whose exercises, solutions and copies they may grade as they like)."""
+    learners = sorted({learner for _, learner, _ in todo})
+    if len(learners) > 1:
+        return f"these are the notebooks of {len(learners)} learners"
+    course = solutions.resolve().parent
+    if not (course / "pyproject.toml").is_file():
+        course = bwrap.course_root() or course
+    for path, _, _ in todo:
+        with contextlib.suppress(OSError, RuntimeError):
+            if course not in path.resolve().parents:
+                return f"{path} is not in this course's folder ({course})"
+    return ""
+
+
                         help="limit on the files a submission writes in its own folders, "
                         "its /tmp when sandboxed (default: 4)")
     group = parser.add_mutually_exclusive_group()
@@ -543,8 +625,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv is None:  # the command line (not a call from Python, e.g. in a lesson's kernel)
         _harden()
     hidden = [Path(p).resolve() for p in args.paths]
-    hidden += [p.resolve() for p in (args.csv, args.feedback) if p is not None]
-    guard = None if sandbox else CourseGuard([GRADER, solutions], watched=[GRADER.parent])
+    hidden += [p.resolve() for p in (args.csv, args.feedback, args.canvas, class_run.progress)
+               if p is not None]
+    guard = None if sandbox else CourseGuard([GRADER, solutions, answer_key.folder(solutions)],
+                                             watched=[GRADER.parent])
     limits = Limits(memory_bytes=int(args.memory * GiB), disk_bytes=int(args.disk * GiB))
 
     def grade(item: tuple[Path, str, bool]) -> NotebookReport:
@@ -571,6 +655,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             reports = list(pool.map(grade, todo))
     finally:
+    try:  # Canvas' file names, duplicates, the roster, --resume (classroom.py)
+        class_run = classroom.start(args, todo, solutions)
+    except (ValueError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    todo = class_run.todo
         kill_descendants(keep=before)
     lang = args.lang if args.lang != "auto" else report_language([item[0] for item in todo])
     print(to_json(reports) if args.json else localize_table(format_table(reports), lang))
@@ -607,6 +697,15 @@ def _unique(names: list[str]) -> list[str]:
         out.append(name)
     return out
 
+    _KEYS.clear()  # the answer keys, read (or built) before any submission runs
+    for path in _canonicals(todo, solutions, canonical):
+        nb = _SOLUTIONS.get(path.resolve())
+        if nb is not None and verdicts.specs(nb.cells) and _has_answers(nb):
+            print(f"answer key of {path.name} ...", file=sys.stderr, flush=True)
+            try:
+                _answer_key(path, solutions, nb)
+            except _Ungradable as e:  # each of its submissions says so in its rows
+                print(f"error: {e}", file=sys.stderr)
 
 if __name__ == "__main__":
     sys.exit(main())

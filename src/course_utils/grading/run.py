@@ -32,11 +32,12 @@ from typing import Literal
 from nbformat import NotebookNode
 
 from course_utils.grading import tamper
+from course_utils.grading import verdict as verdicts
 from course_utils.grading.format import is_check, tags
 from course_utils.grading.kernel import INTERRUPT_GRACE_S, Kernel, KernelError, Limits, Reply
 
 Outcome = Literal["passed", "failed", "error", "timeout", "crashed", "skipped", "not run",
-                  "tampered"]
+                  "tampered", "recorded"]
 
 SKIP_MARK = "NBVAL_SKIP"
 RAISES_MARK = "NBVAL_RAISES_EXCEPTION"
@@ -63,6 +64,8 @@ class CellResult:
     where: str = ""  # the learner's line where it went wrong, e.g. "code cell 3, line 2: ..."
     notes: list[str] = field(default_factory=list)  # e.g. "output over 1 MB was cut"
     tampered: list[str] = field(default_factory=list)  # what changed around a check
+    reported: dict | None = None  # a probe-and-verdict check: what its probe reported
+    reference: dict | None = None  # ... and the expected values its verdict used
 
     def __post_init__(self) -> None:
         if not self.summary and self.message:
@@ -93,6 +96,15 @@ class NotebookRun:
         self.restarts = 0
         self._checked = False  # the last request was a check cell, probed after it
         self._saved: tuple[list[str], dict[int, int]] = ([], {})  # for restore()
+        #: Probe-and-verdict checks (``verdict.py``), by cell id, from the CANONICAL notebook:
+        #: a check cell whose id and source match one is cut into sections; its probe runs in
+        #: the kernel, its verdict here. Never taken from the notebook being run.
+        self.specs: dict[str, verdicts.CheckSpec] = {}
+        #: The answer key (``key.py``): expected values by check cell id, prediction literals.
+        self.key = None
+        #: With no key entry for a check: run its reference section in this kernel (a learner
+        #: grading their own release, or the key being built); else the check is an error.
+        self.references = False
 
     def label(self, index: int) -> str:
         """How messages name a code cell: as the learner counts it in their own notebook."""
@@ -180,14 +192,19 @@ class NotebookRun:
                               kernel_lost=True)
         if check:
             self.check_cells.add(index)
+        spec = self._spec(cell, source) if check else None
         probing = check and self.probe and self._baseline is not None
         before = self._tampering(canary=False) if probing and not self._checked else []
         last = self._last  # the last exception IPython showed, as the check must leave it
         expressions = {"probe": tamper.probe_expression(
-            self._nonce, known=self._baseline.quick)} if probing else None
+            self._nonce, known=self._baseline.quick)} if probing else {}
+        nonce = secrets.token_hex(8)
+        if spec is not None:
+            expressions["report"] = verdicts.report_expression(nonce)
         if probing:
             self._collection(on=False)
-        reply = self._execute(index, source, user_expressions=expressions)
+        reply = self._execute(index, spec.probe if spec is not None else source,
+                              user_expressions=expressions or None)
         after = []
         if probing and reply.status == "ok":
             probed = tamper.parse(self._nonce, "ok", reply.user_expressions)
@@ -212,7 +229,65 @@ class NotebookRun:
             result.outcome, result.tampered = "tampered", changed
             result.message = "the kernel was tampered with: " + "; ".join(changed)
             result.summary, result.where = result.message, ""
+        if spec is not None and result.outcome == "passed":
+            self._verdict(index, spec, reply, nonce, result)
         return result
+
+    def _spec(self, cell: NotebookNode | str, source: str) -> verdicts.CheckSpec | None:
+        """The canonical probe-and-verdict check this cell is, or None (an old-style check, or
+        a cell that is not the canonical one: it runs whole in the kernel, as any cell)."""
+        found = self.specs.get(str(cell.get("id", ""))) if not isinstance(cell, str) else None
+        return found if found is not None and found.source == source else None
+
+    def _verdict(self, index: int, spec: verdicts.CheckSpec, reply: Reply, nonce: str,
+                 result: CellResult) -> None:
+        """Judge a probe that ran: its report, the expected values, the verdict, here."""
+        try:
+            result.reported = verdicts.parse_report(nonce, reply.user_expressions.get("report"))
+        except verdicts.TransportError as e:
+            result.outcome, result.message = "error", f"the check's report was refused: {e}"
+            result.summary = result.message
+            return
+        checks = getattr(self.key, "checks", None) or {}
+        if spec.cell_id in checks:
+            reference = checks[spec.cell_id]
+        elif not spec.reference:
+            reference = {}
+        elif self.references:
+            reference, problem = self._reference(spec)
+            if reference is None:
+                result.outcome, result.message = "error", problem
+                result.summary = problem
+                return
+        else:
+            result.outcome = "error"
+            result.message = result.summary = (
+                "the answer key has no expected values for this check; rebuild it with "
+                "course-build-exercises (the instructor's copy of the course)")
+            return
+        result.reference = reference
+        earlier = [self.cells[j] for j in sorted(self.cells)
+                   if j < index and j not in self.check_cells]
+        context = verdicts.Context(verdicts.learner_literals(earlier),
+                                   getattr(self.key, "literals", None))
+        outcome, message = verdicts.judge(spec, result.reported, reference, context)
+        result.outcome, result.message = outcome, message  # type: ignore[assignment]
+        result.summary = message.strip().splitlines()[0] if message.strip() else ""
+
+    def _reference(self, spec: verdicts.CheckSpec) -> tuple[dict | None, str]:
+        """Run a check's reference section in this kernel (no key: see ``references``)."""
+        assert self.kernel is not None
+        nonce = secrets.token_hex(8)
+        reply = self.kernel.execute(spec.reference, self.timeout, silent=True,
+                                    store_history=False, user_expressions={
+                                        "report": verdicts.report_expression(nonce)})
+        if reply.status != "ok":
+            why = f"{reply.ename}: {reply.evalue}".strip(": ") if reply.ename else reply.status
+            return None, f"the check's expected values could not be worked out: {why}"
+        try:
+            return verdicts.parse_report(nonce, reply.user_expressions.get("report")), ""
+        except verdicts.TransportError as e:
+            return None, f"the check's expected values could not be read: {e}"
 
     def _judge(self, index: int, source: str, reply: Reply, raises: bool) -> CellResult:
         notes = []
@@ -465,7 +540,8 @@ def time_budget(n_cells: int, timeout: float) -> float:
 def run_notebook(nb: NotebookNode, timeout: float, name: str = "notebook.ipynb", *,
                  sandbox: bool = False, limits: Limits | None = None,
                  hidden: list[Path] | None = None, probe: bool = True,
-                 budget: float | None = None, labels: list[str] | None = None
+                 budget: float | None = None, labels: list[str] | None = None,
+                 specs: dict | None = None, key: object = None, references: bool = False
                  ) -> tuple[list[CellResult], list[str]]:
     """Run the code cells of ``nb``; one result per code cell, and notes about the run.
 
@@ -473,7 +549,9 @@ def run_notebook(nb: NotebookNode, timeout: float, name: str = "notebook.ipynb",
     ones that lost a kernel) and the run goes on after it. ``budget`` bounds the whole run in
     seconds (default: every cell's timeout plus start-ups); cells after it are "not run".
     ``labels`` name the code cells in messages (default ``code cell N``); ``name`` is only used
-    in notes.
+    in notes. ``specs``, ``key``, ``references``: the probe-and-verdict checks of the canonical
+    notebook, the answer key, and whether to work out missing expected values in this kernel
+    (see ``NotebookRun``).
     """
     code = code_cells(nb)
     results: list[CellResult] = []
@@ -484,6 +562,7 @@ def run_notebook(nb: NotebookNode, timeout: float, name: str = "notebook.ipynb",
     deadline = time.monotonic() + budget
     run = NotebookRun(timeout, sandbox=sandbox, limits=limits, hidden=hidden, probe=probe)
     run.labels = list(labels or [])
+    run.specs, run.key, run.references = dict(specs or {}), key, references
     try:
         try:
             run.start()
