@@ -43,6 +43,8 @@ from typing import Literal
 
 import nbformat
 
+from course_utils.grading import key as answer_key
+from course_utils.grading import verdict as verdicts
 from course_utils.grading.build import find_course_root
 from course_utils.grading.format import (
     exercise_id,
@@ -216,6 +218,8 @@ def audit_notebook(stem: str, *, root: Path | None = None, timeout: float = 120.
         return [(j, str(code[j].source)) for j in range(upto) if not is_check(code[j])]
 
     run = NotebookRun(timeout, sandbox=sandbox)
+    run.specs = verdicts.specs(nb.cells)  # probe-and-verdict checks, judged with the key
+    run.key = answer_key.load(path, root / "solutions", timeout=timeout) if run.specs else None
     try:
         run.start()
         for i, cell in enumerate(code):

@@ -264,6 +264,12 @@ def validate(nb: NotebookNode, name: str, *, stubs: bool = False) -> None:
             if regions:
                 problem(i, f"is a check cell with solution markers; move the answer to a "
                         f"solution cell of exercise {ex}")
+            try:
+                from course_utils.grading.verdict import sections
+
+                sections(cell.source)
+            except ValueError as e:
+                problem(i, f"its probe, reference and verdict sections are out of order: {e}")
         elif regions:
             problem(i, "has solution markers but is not tagged 'solution'; the answer would "
                     "be left in the exercise. Tag it and give it a grading id")

@@ -28,12 +28,11 @@ import nbformat
 from nbformat import NotebookNode
 
 from course_utils.editions import localize_table, report_language
-from course_utils.grading import sandbox as bwrap
-from course_utils.grading.build import RELEASE_CHECKS, find_course_root
-from course_utils.grading import classroom
 from course_utils.grading import key as answer_key
-from course_utils.grading.format import (
+from course_utils.grading import sandbox as bwrap
 from course_utils.grading import verdict as verdicts
+from course_utils.grading.build import RELEASE_CHECKS, find_course_root
+from course_utils.grading.format import (
     describe,
     exercise_id,
     exercises,
@@ -41,9 +40,9 @@ from course_utils.grading import verdict as verdicts
     is_hidden,
     is_solution,
     points,
+    solution_regions,
     validate,
 )
-    solution_regions,
 from course_utils.grading.kernel import GiB, Limits, descendants, kill_descendants
 from course_utils.grading.report import (
     CheckResult,
@@ -187,6 +186,8 @@ def grade_notebook(path: str | Path, solutions: str | Path, *, timeout: float = 
         possible = exercises(reference)
         if nb is None:
             raise _Ungradable(problem)
+        specs = verdicts.specs(reference.cells)
+        key = _answer_key(canonical_path, solutions, reference) if specs else None
         restored = restore_checks(nb, reference)
         code = code_cells(restored.notebook)
         labels = restored.labels()
@@ -202,8 +203,6 @@ def grade_notebook(path: str | Path, solutions: str | Path, *, timeout: float = 
         if code and all(r.outcome == "not run" for r in results):
             raise _Ungradable(results[0].message)  # e.g. the kernel did not start
     except _Ungradable as e:
-        specs = verdicts.specs(reference.cells)
-        key = _answer_key(canonical_path, solutions, reference) if specs else None
         report.error = str(e)
     except Exception as e:  # a notebook odd enough to break the grader still gets a report
         report.error = f"the grader could not run this notebook: {type(e).__name__}: {e}"
@@ -226,19 +225,6 @@ def grade_notebook(path: str | Path, solutions: str | Path, *, timeout: float = 
                             "back, and every exercise scores 0")
     return report
 
-
-def _printable(text: str) -> str:
-    """A file name as text every report can hold: bytes that are not UTF-8 (Python keeps them
-    as lone surrogates, which no UTF-8 file or terminal takes) written as ``\\udcff``."""
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
-class _Ungradable(Exception):
-    """Why a notebook cannot be run at all; every exercise then gets this as its error."""
-
-
-_STATUS = {"failed": "fail", "timeout": "timeout", "tampered": "tampered",
-           "recorded": "recorded"}
 
 #: Answer keys read (or built) before any submission ran: canonical notebook -> key.
 _KEYS: dict[Path, answer_key.AnswerKey] = {}
@@ -274,6 +260,19 @@ def _answer_key(path: Path, solutions: Path, nb: NotebookNode
         _KEYS[path.resolve()] = key
     return key
 
+
+def _printable(text: str) -> str:
+    """A file name as text every report can hold: bytes that are not UTF-8 (Python keeps them
+    as lone surrogates, which no UTF-8 file or terminal takes) written as ``\\udcff``."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+class _Ungradable(Exception):
+    """Why a notebook cannot be run at all; every exercise then gets this as its error."""
+
+
+_STATUS = {"failed": "fail", "timeout": "timeout", "tampered": "tampered",
+           "recorded": "recorded"}
 
 
 def score(code: list[NotebookNode], results: list[CellResult], possible: dict[str, float],
@@ -481,6 +480,24 @@ def _shared_canonical(todo: list[tuple[Path, str, bool]], solutions: Path) -> Pa
     return found.pop() if len(found) == 1 else None
 
 
+def _canonicals(todo: list[tuple[Path, str, bool]], solutions: Path, forced: Path | None
+                ) -> list[Path]:
+    """The canonical notebooks the submissions in ``todo`` will be graded against."""
+    if forced is not None:
+        return [forced]
+    found: dict[Path, None] = {}
+    for path, _, given in todo:
+        try:
+            nb = _read_notebook(path, given)
+        except ValueError:
+            nb = None
+        with contextlib.suppress(Exception):
+            canonical = _find_canonical(path, nb, solutions)
+            if canonical is not None:
+                found[canonical] = None
+    return list(found)
+
+
 def _harden() -> None:
     """Keep processes of the same user out of ``/proc/<grader>/fd`` (no fake lines written to
     the grader's output through ``/proc/<pid>/fd/1``; root is not kept out, the sandbox is), and
@@ -531,41 +548,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--memory", type=float, default=6.0, metavar="GiB",
                         help="memory limit per submission (default: 6)")
     parser.add_argument("--disk", type=float, default=4.0, metavar="GiB",
-def _canonicals(todo: list[tuple[Path, str, bool]], solutions: Path, forced: Path | None
-                ) -> list[Path]:
-    """The canonical notebooks the submissions in ``todo`` will be graded against."""
-    if forced is not None:
-        return [forced]
-    found: dict[Path, None] = {}
-    for path, _, given in todo:
-        try:
-            nb = _read_notebook(path, given)
-        except ValueError:
-            nb = None
-        with contextlib.suppress(Exception):
-            canonical = _find_canonical(path, nb, solutions)
-            if canonical is not None:
-                found[canonical] = None
-    return list(found)
-
-
-def _others(todo: list[tuple[Path, str, bool]], solutions: Path) -> str:
-    """Why grading ``todo`` without the sandbox needs ``--trust-submissions`` ("" if it does
-    not): more than one learner, or a notebook outside the course that holds ``solutions`` (a
-    learner's own checkout, whose exercises, solutions and copies they may grade as they like)."""
-    learners = sorted({learner for _, learner, _ in todo})
-    if len(learners) > 1:
-        return f"these are the notebooks of {len(learners)} learners"
-    course = solutions.resolve().parent
-    if not (course / "pyproject.toml").is_file():
-        course = bwrap.course_root() or course
-    for path, _, _ in todo:
-        with contextlib.suppress(OSError, RuntimeError):
-            if course not in path.resolve().parents:
-                return f"{path} is not in this course's folder ({course})"
-    return ""
-
-
                         help="limit on the files a submission writes in its own folders, "
                         "its /tmp when sandboxed (default: 4)")
     group = parser.add_mutually_exclusive_group()
@@ -624,9 +606,17 @@ def _others(todo: list[tuple[Path, str, bool]], solutions: Path) -> str:
             jobs = 1
     if argv is None:  # the command line (not a call from Python, e.g. in a lesson's kernel)
         _harden()
+    _KEYS.clear()  # the answer keys, read (or built) before any submission runs
+    for path in _canonicals(todo, solutions, canonical):
+        nb = _SOLUTIONS.get(path.resolve())
+        if nb is not None and verdicts.specs(nb.cells) and _has_answers(nb):
+            print(f"answer key of {path.name} ...", file=sys.stderr, flush=True)
+            try:
+                _answer_key(path, solutions, nb)
+            except _Ungradable as e:  # each of its submissions says so in its rows
+                print(f"error: {e}", file=sys.stderr)
     hidden = [Path(p).resolve() for p in args.paths]
-    hidden += [p.resolve() for p in (args.csv, args.feedback, args.canvas, class_run.progress)
-               if p is not None]
+    hidden += [p.resolve() for p in (args.csv, args.feedback) if p is not None]
     guard = None if sandbox else CourseGuard([GRADER, solutions, answer_key.folder(solutions)],
                                              watched=[GRADER.parent])
     limits = Limits(memory_bytes=int(args.memory * GiB), disk_bytes=int(args.disk * GiB))
@@ -655,12 +645,6 @@ def _others(todo: list[tuple[Path, str, bool]], solutions: Path) -> str:
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             reports = list(pool.map(grade, todo))
     finally:
-    try:  # Canvas' file names, duplicates, the roster, --resume (classroom.py)
-        class_run = classroom.start(args, todo, solutions)
-    except (ValueError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    todo = class_run.todo
         kill_descendants(keep=before)
     lang = args.lang if args.lang != "auto" else report_language([item[0] for item in todo])
     print(to_json(reports) if args.json else localize_table(format_table(reports), lang))
@@ -697,15 +681,6 @@ def _unique(names: list[str]) -> list[str]:
         out.append(name)
     return out
 
-    _KEYS.clear()  # the answer keys, read (or built) before any submission runs
-    for path in _canonicals(todo, solutions, canonical):
-        nb = _SOLUTIONS.get(path.resolve())
-        if nb is not None and verdicts.specs(nb.cells) and _has_answers(nb):
-            print(f"answer key of {path.name} ...", file=sys.stderr, flush=True)
-            try:
-                _answer_key(path, solutions, nb)
-            except _Ungradable as e:  # each of its submissions says so in its rows
-                print(f"error: {e}", file=sys.stderr)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,0 +1,163 @@
+"""The answer key: the expected values of every check, kept by the instructor, never shipped.
+
+For each solutions notebook, the key holds
+
+- for each probe-and-verdict check with a ``### REFERENCE`` section (``verdict.py``), the values
+  that section reported when the solutions notebook ran top to bottom in a clean kernel. The
+  probe's inputs are built in each kernel from fixed seeds, so the learner's kernel and the
+  solution's see equal inputs, and nothing a submission does to its own inputs changes the key;
+- the literals of the solution cells (the right predictions), read with ``ast``.
+
+It is built once per version of the solutions (a hash of the notebook's bytes, the package's
+version and its sources) by ``course-build-exercises``, or by ``course-grade`` when it is
+missing, and cached in ``<course>/.answer-key/`` (git-ignored; not in ``exercises/``, not in a
+release; hidden from the sandboxed kernel; kept as bytes by the grader's course guard without the
+sandbox). The grader reads it before any submission runs. A release has no key: a learner
+grading their own work there gets expected values worked out in their own kernel, and their
+predictions are ``recorded`` for the instructor.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import nbformat
+from nbformat import NotebookNode
+
+import course_utils
+from course_utils.grading import verdict as verdicts
+from course_utils.grading.checks import literal_assignments
+from course_utils.grading.format import is_solution
+
+KEY_FOLDER = ".answer-key"
+FORMAT = 1
+_PACKAGE = Path(course_utils.__file__).resolve().parent
+_LOCK = threading.Lock()
+
+
+class KeyError_(RuntimeError):  # noqa: N801 (not the builtin KeyError)
+    """The key could not be built: a solutions notebook fails its own checks, or will not run."""
+
+
+@dataclass
+class AnswerKey:
+    notebook: str
+    fingerprint: str
+    checks: dict[str, dict[str, Any]] = field(default_factory=dict)  # cell id -> fields
+    literals: dict[str, Any] = field(default_factory=dict)  # prediction name -> right value
+
+    def to_json(self) -> str:
+        from course_utils.grading.probe import encode
+
+        return json.dumps({
+            "format": FORMAT, "notebook": self.notebook, "fingerprint": self.fingerprint,
+            "checks": {k: {n: encode(v) for n, v in fields.items()}
+                       for k, fields in sorted(self.checks.items())},
+            "literals": {n: encode(v) for n, v in sorted(self.literals.items())},
+        }, indent=1, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> AnswerKey:
+        raw = json.loads(text)
+        if raw.get("format") != FORMAT:
+            raise ValueError("an answer key of another format")
+        return cls(raw["notebook"], raw["fingerprint"],
+                   {k: verdicts.decode_fields(v) for k, v in raw["checks"].items()},
+                   verdicts.decode_fields(raw["literals"]))
+
+
+def folder(solutions: Path) -> Path:
+    """Where the keys of the notebooks in ``solutions`` live: ``<course>/.answer-key``."""
+    return Path(solutions).resolve().parent / KEY_FOLDER
+
+
+def fingerprint(data: bytes) -> str:
+    """The version of a solutions notebook (its bytes) together with the package's."""
+    digest = hashlib.sha256(data)
+    digest.update(course_utils.__version__.encode())
+    for path in sorted(_PACKAGE.rglob("*.py")):
+        digest.update(str(path.relative_to(_PACKAGE)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:24]
+
+
+def literals(nb: NotebookNode) -> dict[str, Any]:
+    """The literal values assigned in the solution cells (the right predictions)."""
+    found: dict[str, Any] = {}
+    for cell in nb.cells:
+        if is_solution(cell):
+            for name, node in literal_assignments(str(cell.source)).items():
+                try:
+                    found[name] = ast.literal_eval(node)
+                except (ValueError, TypeError, SyntaxError):
+                    continue
+    return found
+
+
+def needs_kernel(nb: NotebookNode) -> bool:
+    """True when some check's expected values come from running the solutions."""
+    return any(spec.reference for spec in verdicts.specs(nb.cells).values())
+
+
+def uses_key(nb: NotebookNode) -> bool:
+    """True when some check of ``nb`` is graded with a key (probe-and-verdict checks)."""
+    return bool(verdicts.specs(nb.cells))
+
+
+def build(path: Path, data: bytes | None = None, timeout: float = 120.0) -> AnswerKey:
+    """Run the solutions notebook at ``path`` in a clean kernel and collect its key. Raises
+    ``KeyError_`` naming the cell when the solutions fail one of their own checks."""
+    from course_utils.grading.run import code_cells, run_notebook
+
+    data = path.read_bytes() if data is None else data
+    nb = nbformat.reads(data.decode("utf-8"), as_version=4)
+    key = AnswerKey(path.name, fingerprint(data), {}, literals(nb))
+    specs = verdicts.specs(nb.cells)
+    if not needs_kernel(nb):
+        return key
+    results, _ = run_notebook(nb, timeout, path.name, probe=False, specs=specs, key=key,
+                              references=True)
+    problems = []
+    for cell, result in zip(code_cells(nb), results, strict=True):
+        spec = specs.get(str(cell.get("id", "")))
+        if spec is None:
+            continue
+        if result.outcome != "passed":
+            problems.append(f"{path}: check cell {spec.cell_id!r} does not pass with the "
+                            f"solutions ({result.outcome}): {result.summary or result.message}")
+        elif spec.reference:
+            key.checks[spec.cell_id] = dict(result.reference or {})
+    if problems:
+        raise KeyError_("\n".join(problems))
+    return key
+
+
+def load(path: Path, solutions: Path | None = None, *, data: bytes | None = None,
+         create: bool = True, timeout: float = 120.0) -> AnswerKey | None:
+    """The key of the solutions notebook at ``path``: from the cache when it is the key of
+    these bytes, else built (``create``) and cached; None when not cached and not ``create``."""
+    data = path.read_bytes() if data is None else data
+    stamp = fingerprint(data)
+    cache = folder(solutions or path.parent) / f"{path.stem}.json"
+    with _LOCK:
+        try:
+            found = AnswerKey.from_json(cache.read_text(encoding="utf-8"))
+            if found.fingerprint == stamp and found.notebook == path.name:
+                return found
+        except (OSError, ValueError, KeyError, TypeError, verdicts.TransportError):
+            pass
+        if not create:
+            return None
+        key = build(path, data, timeout)
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        (cache.parent / ".gitignore").write_text("*\n", encoding="utf-8")
+        tmp = cache.with_suffix(".tmp")
+        tmp.write_text(key.to_json(), encoding="utf-8")
+        tmp.replace(cache)
+        return key
