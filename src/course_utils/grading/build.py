@@ -8,6 +8,11 @@ twice gives identical bytes.
     course-build-exercises                  # write exercises/ from solutions/
     course-build-exercises --check          # write nothing; fail if exercises/ is stale (for CI)
     course-build-exercises --release DIR    # what learners get in a graded class (see release())
+
+Writing ``exercises/`` also brings the answer key up to date (``key.py``): for each solutions
+notebook with probe-and-verdict checks, the expected values reported by running it in a clean
+kernel, and its prediction literals, cached in ``<course>/.answer-key/`` (never in
+``exercises/`` or a release). ``--no-key`` skips it; ``course-grade`` builds a missing key itself.
 """
 
 from __future__ import annotations
@@ -147,6 +152,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="write nothing; exit 1 if exercises/ is stale, naming each file")
     parser.add_argument("--solutions", type=Path, help="solutions folder (default: the course's)")
     parser.add_argument("--exercises", type=Path, help="exercises folder (default: the course's)")
+    parser.add_argument("--no-key", action="store_true",
+                        help="do not bring the answer key (.answer-key/) up to date")
     parser.add_argument("--release", type=Path, metavar="DIR",
                         help="write the learners' copy of the course to DIR (a new folder): "
                         "lessons, exercises, the package; no solutions, no hidden checks")
@@ -204,7 +211,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     for path in orphans:
         print(f"warning: {path} has no {solutions / path.name}; delete it", file=sys.stderr)
     print(f"{len(wanted) - len(changed)} unchanged, {len(changed)} written")
+    if not args.no_key and not errors:
+        errors = build_keys(solutions)
     return 1 if errors else 0
+
+
+def build_keys(solutions: Path) -> list[str]:
+    """Bring the answer key of every solutions notebook with probe-and-verdict checks up to
+    date (run in a clean kernel where it changed); the problems, printed too."""
+    from course_utils.grading import key as answer_key
+
+    problems = []
+    for path in sorted(solutions.glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        if not answer_key.uses_key(nb) or answer_key.load(path, solutions, create=False):
+            continue
+        print(f"answer key of {path.name}: running the solutions ...", flush=True)
+        try:
+            key = answer_key.load(path, solutions)
+        except answer_key.KeyError_ as e:
+            problems.append(str(e))
+            print(f"error: {e}", file=sys.stderr)
+            continue
+        print(f"wrote {answer_key.folder(solutions) / (path.stem + '.json')} "
+              f"({len(key.checks)} checks, {len(key.literals)} literals)")
+    return problems
 
 
 if __name__ == "__main__":

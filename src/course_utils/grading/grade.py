@@ -29,6 +29,7 @@ from nbformat import NotebookNode
 
 from course_utils.editions import localize_table, report_language
 from course_utils.grading import key as answer_key
+from course_utils.grading import classroom
 from course_utils.grading import sandbox as bwrap
 from course_utils.grading import verdict as verdicts
 from course_utils.grading.build import RELEASE_CHECKS, find_course_root
@@ -556,6 +557,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     group.add_argument("--no-sandbox", dest="sandbox", action="store_false",
                        help="run kernels as plain processes (still in their own session, with "
                        "limits, and cleaned up)")
+    classroom.add_arguments(parser)  # --roster, --canvas, --resume, --threads, --device
     args = parser.parse_args(argv)
     if args.timeout <= 0:
         parser.error(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
@@ -581,6 +583,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not todo:
         print(f"error: no notebooks in {' '.join(args.paths)}", file=sys.stderr)
         return 2
+    try:  # Canvas' file names, duplicates, the roster, --resume (classroom.py)
+        class_run = classroom.start(args, todo, solutions)
+    except (ValueError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    todo = class_run.todo
     if canonical is None and len(todo) > 1:
         canonical_for_broken = _shared_canonical(todo, solutions)
     else:
@@ -604,6 +612,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"{jobs} ignored), so that a change to the course's files is blamed on the "
                   "submission that made it", file=sys.stderr)
             jobs = 1
+    classroom.configure(args, jobs)  # kernels' threads and device; timeout on a busy machine
     if argv is None:  # the command line (not a call from Python, e.g. in a lesson's kernel)
         _harden()
     _KEYS.clear()  # the answer keys, read (or built) before any submission runs
@@ -616,7 +625,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             except _Ungradable as e:  # each of its submissions says so in its rows
                 print(f"error: {e}", file=sys.stderr)
     hidden = [Path(p).resolve() for p in args.paths]
-    hidden += [p.resolve() for p in (args.csv, args.feedback) if p is not None]
+    hidden += [p.resolve() for p in (args.csv, args.feedback, args.canvas, class_run.progress)
+               if p is not None]
     guard = None if sandbox else CourseGuard([GRADER, solutions, answer_key.folder(solutions)],
                                              watched=[GRADER.parent])
     limits = Limits(memory_bytes=int(args.memory * GiB), disk_bytes=int(args.disk * GiB))
@@ -625,7 +635,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         path, learner, given = item
         sys.stdout.flush()
         print(f"grading {escape(str(path))} ...", file=sys.stderr, flush=True)
-        forced = canonical
+        forced = canonical or class_run.canonical_for(path)
         if forced is None and canonical_for_broken is not None:
             try:
                 _read_notebook(path, given)
@@ -643,7 +653,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     before = descendants()
     try:
         with ThreadPoolExecutor(max_workers=jobs) as pool:
-            reports = list(pool.map(grade, todo))
+            reports = list(pool.map(class_run.wrap(grade), todo))
     finally:
         kill_descendants(keep=before)
     lang = args.lang if args.lang != "auto" else report_language([item[0] for item in todo])
@@ -651,6 +661,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.csv:
         write_csv(reports, args.csv)
         print(f"wrote {args.csv}", file=sys.stderr)
+    classroom.finish(class_run, args, reports)  # --canvas
     if args.feedback:
         args.feedback.mkdir(parents=True, exist_ok=True)
         names = _unique([feedback_name(r) for r in reports])

@@ -226,6 +226,8 @@ class Kernel:
             tmp = work / ".tmp"
             tmp.mkdir()
             env["TMPDIR"] = str(tmp)
+        from course_utils.grading.classroom import KERNEL_ENV  # course-grade --threads/--device
+        env.update(KERNEL_ENV)
         env.update(self.extra_env)
         env[RUN_MARK] = self.token
         return env

@@ -31,7 +31,7 @@ from typing import Literal
 
 Status = Literal["pass", "fail", "error", "timeout", "tampered", "recorded"]
 CSV_COLUMNS = ("learner", "notebook", "exercise", "points", "possible", "status", "message",
-               "details", "notes")
+               "details", "notes", "path")
 
 
 @dataclass
@@ -216,7 +216,8 @@ def csv_safe(text: str) -> str:
 
 def write_csv(reports: list[NotebookReport], path: str | Path) -> None:
     """One row per learner and exercise (a notebook that could not be matched to a solutions
-    notebook gets one row); text cells cannot be read as formulas."""
+    notebook gets one row), with the file graded in the last column (``path``); text cells
+    cannot be read as formulas."""
     with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
         writer.writerow(CSV_COLUMNS)
@@ -225,11 +226,11 @@ def write_csv(reports: list[NotebookReport], path: str | Path) -> None:
                 writer.writerow([csv_safe(r.learner), csv_safe(r.notebook or r.path),
                                  csv_safe(e.exercise), _num(e.points), _num(e.possible),
                                  e.status, csv_safe(e.message), csv_safe(details_text(e)),
-                                 csv_safe("; ".join(e.notes + r.notes))])
+                                 csv_safe("; ".join(e.notes + r.notes)), csv_safe(r.path)])
             if not r.exercises:
                 writer.writerow([csv_safe(r.learner), csv_safe(r.notebook or r.path), "", "0",
                                  "0", "error", csv_safe(r.error), "",
-                                 csv_safe("; ".join(r.notes))])
+                                 csv_safe("; ".join(r.notes)), csv_safe(r.path)])
 
 
 def to_json(reports: list[NotebookReport]) -> str:
