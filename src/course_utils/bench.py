@@ -263,6 +263,31 @@ class Ratio:
         return cls(float(median), float(q1), float(q3), low, high, coverage, len(ratios))
 
 
+def ratio_of_medians(candidate: Timing, baseline: Timing,
+                     confidence: float = CONFIDENCE) -> Ratio:
+    """The ratio of two medians timed in separate runs (``candidate / baseline``), as a Ratio.
+
+    For two modes that must not share rounds (two frameworks, each slowing the other's caches),
+    there are no per-round ratios. The interval then comes from each median's own interval, each
+    at ``(1 + confidence) / 2``, so that both hold together with at least ``confidence``:
+    ``[low_c / high_b, high_c / low_b]``. It is wider than a per-round interval, and it does not
+    cancel drift between the two runs: time them close together, on a quiet machine. (The
+    quartiles of a ratio of separate runs are not defined; ``q1`` and ``q3`` repeat the median.)
+
+    >>> a = Timing("a", [1.0, 1.1, 0.9, 1.0, 1.05, 0.95, 1.0, 1.02, 0.98, 1.01, 0.99, 1.0], 1)
+    >>> b = Timing("b", [2 * t for t in a.samples], 1)
+    >>> r = ratio_of_medians(a, b)
+    >>> r.median, r.low <= 0.5 <= r.high, r.coverage >= 0.95
+    (0.5, True, True)
+    """
+    each = (1 + confidence) / 2
+    c_low, c_high, c_cov = median_interval(candidate.samples, each)
+    b_low, b_high, b_cov = median_interval(baseline.samples, each)
+    median = candidate.median / baseline.median
+    return Ratio(median, median, median, c_low / b_high, c_high / b_low,
+                 1 - (1 - c_cov) - (1 - b_cov), min(len(candidate.samples), len(baseline.samples)))
+
+
 def decide(ratio: Ratio, margin: float = MARGIN, confidence: float = CONFIDENCE) -> str:
     """The outcome a ratio's interval supports: FASTER, SLOWER, SAME, WITHIN or UNDECIDED.
 

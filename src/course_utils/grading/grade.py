@@ -28,8 +28,8 @@ import nbformat
 from nbformat import NotebookNode
 
 from course_utils.editions import localize_table, report_language
-from course_utils.grading import key as answer_key
 from course_utils.grading import classroom
+from course_utils.grading import key as answer_key
 from course_utils.grading import sandbox as bwrap
 from course_utils.grading import verdict as verdicts
 from course_utils.grading.build import RELEASE_CHECKS, find_course_root

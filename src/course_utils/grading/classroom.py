@@ -1,0 +1,478 @@
+"""Grading a class: a roster, Canvas' file names, grades an LMS imports, and runs that resume.
+
+``course-grade`` calls this module around its own grading (``grade.py`` stays about grading
+one notebook):
+
+- **Roster** (``--roster roster.csv``): one row per student, with a student id (a column named
+  ``student_id``, ``id`` or Canvas' ``ID``), optionally a name (``name`` or ``Student``) and the
+  name of their folder or file in the class folder (``folder`` or ``file``). A Canvas gradebook
+  export works as it is: its ``ID`` is the Canvas user id in the downloaded file names.
+- **Canvas' file names**: a submissions download names each file
+  ``name_12345_67890_01_computation_graphs.ipynb`` (the student's name, their Canvas user id, the
+  file's id, the file name they handed in; ``name_LATE_...`` when late; ``...graphs-1.ipynb`` for
+  a second upload). Such a file is graded against the lesson its own name says, as the learner
+  ``name``; when one learner handed in one lesson several times, the newest (largest file id,
+  then upload number) is graded and the others are named in a warning.
+- **Canvas grades** (``--canvas OUT.csv``): one row per student, one column per lesson (its
+  points), a second row with the points possible (as Canvas' own export has), and 0 for every
+  lesson a student did not hand in. With a roster, every student on it gets a row, in its order;
+  a learner who is not on it is named in a warning and left out.
+- **Results as grading goes**: each finished notebook is appended to a progress file next to
+  the CSV (``grades.csv`` -> ``grades.progress.jsonl``) and the CSV is rewritten with every
+  notebook graded so far, so an interrupted run keeps its work. ``--resume`` reads the progress
+  file and grades only what is not in it (a file whose bytes changed is graded again).
+- **Kernels' threads and device** (``--threads``, default 1; ``--device``, default ``cpu``):
+  the environment variables every grading kernel starts with (``kernel_environment``), so that
+  ``--jobs N`` runs N kernels on N cores instead of N kernels each starting a thread per core.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import re
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from course_utils.grading.report import (
+    CheckResult,
+    ExerciseResult,
+    NotebookReport,
+    csv_safe,
+    write_csv,
+)
+
+# --- threads and device -------------------------------------------------------------------------
+
+#: Extra environment of every grading kernel; ``course-grade`` sets it from --threads/--device
+#: (``kernel.Kernel`` adds it where it builds a kernel's environment). Empty: nothing changed.
+KERNEL_ENV: dict[str, str] = {}
+
+#: Thread-pool sizes each library reads from the environment when it starts.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                    "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "TF_NUM_INTRAOP_THREADS",
+                    "TF_NUM_INTEROP_THREADS")
+
+
+def kernel_environment(threads: int | None = 1, device: str = "cpu") -> dict[str, str]:
+    """The variables that give a kernel ``threads`` threads per library and a device.
+
+    OpenMP (PyTorch's CPU ops, oneDNN), MKL, OpenBLAS (numpy), TensorFlow's two pools and XLA
+    (JAX, ``jit_compile``) each start a thread per core by default; four kernels on four cores
+    would run sixteen. ``threads=None`` leaves them alone. ``device="cpu"`` hides GPUs from every
+    framework and tells ``course_utils.devices`` to pick the CPU (``COURSE_DEVICE``); ``"auto"``
+    lets each framework pick.
+
+    >>> kernel_environment(2)["OMP_NUM_THREADS"], kernel_environment(2)["COURSE_DEVICE"]
+    ('2', 'cpu')
+    """
+    env: dict[str, str] = {}
+    if threads is not None:
+        if threads < 1:
+            raise ValueError(f"--threads must be at least 1, got {threads}")
+        env.update(dict.fromkeys(THREAD_VARIABLES, str(threads)))
+        flags = f"--xla_cpu_multi_thread_eigen={'true' if threads > 1 else 'false'} " \
+            f"intra_op_parallelism_threads={threads}"
+        env["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + flags).strip()
+    if device == "cpu":
+        env.update({"COURSE_DEVICE": "cpu", "CUDA_VISIBLE_DEVICES": "", "JAX_PLATFORMS": "cpu"})
+    elif device != "auto":
+        raise ValueError(f"--device must be cpu or auto, got {device!r}")
+    return env
+
+
+def busy_timeout(timeout: float, jobs: int, cores: int | None = None) -> float:
+    """The per-cell timeout to use when ``jobs`` kernels share ``cores`` cores: stretched by
+    jobs/cores when there are more kernels than cores. A cell that imports TensorFlow takes
+    several seconds alone and proportionally longer on an oversubscribed machine; without this, a
+    class graded with --jobs 8 on 2 cores would time out cells that pass when graded alone.
+
+    >>> busy_timeout(60, jobs=4, cores=2), busy_timeout(60, jobs=2, cores=8)
+    (120.0, 60.0)
+    """
+    if cores is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else \
+            (os.cpu_count() or 1)
+    return float(timeout) * max(1.0, jobs / max(1, cores))
+
+
+# --- Canvas file names and the roster -----------------------------------------------------------
+
+_CANVAS = re.compile(r"^(?P<name>[^_/]+?)(?P<late>_LATE)?_(?P<user>\d+)_(?P<file_id>\d+)_"
+                     r"(?P<original>.+)$")
+_UPLOAD = re.compile(r"^(?P<stem>.+?)-(?P<n>\d+)$")
+
+
+@dataclass(frozen=True)
+class CanvasName:
+    """What a Canvas submissions download says in a file name."""
+
+    name: str  # the student's name as Canvas writes it (lastfirst, lower case)
+    user_id: str
+    file_id: int
+    lesson: str  # the file name they handed in, without ".ipynb" and Canvas' "-N" suffix
+    upload: int  # Canvas' "-N" for a second, third... upload of the same name (0: the first)
+    late: bool
+
+
+def parse_canvas_name(filename: str) -> CanvasName | None:
+    """``ada_12345_67890_01_computation_graphs-1.ipynb`` -> its parts; None for another name.
+
+    >>> found = parse_canvas_name("lovelaceada_LATE_12345_67890_01_computation_graphs-1.ipynb")
+    >>> found.name, found.user_id, found.file_id, found.lesson, found.upload, found.late
+    ('lovelaceada', '12345', 67890, '01_computation_graphs', 1, True)
+    >>> parse_canvas_name("01_computation_graphs.ipynb") is None
+    True
+    """
+    stem = filename[:-len(".ipynb")] if filename.endswith(".ipynb") else filename
+    found = _CANVAS.match(stem)
+    if not found:
+        return None
+    lesson, upload = found["original"], 0
+    numbered = _UPLOAD.match(lesson)
+    if numbered:
+        lesson, upload = numbered["stem"], int(numbered["n"])
+    return CanvasName(found["name"], found["user"], int(found["file_id"]), lesson, upload,
+                      bool(found["late"]))
+
+
+@dataclass
+class Student:
+    """A roster row."""
+
+    student_id: str
+    name: str = ""
+    folder: str = ""
+    extra: dict[str, str] = field(default_factory=dict)  # Canvas' SIS columns, when given
+
+    def identifiers(self) -> set[str]:
+        return {k for k in (self.folder, self.student_id) if k}
+
+
+_ID_COLUMNS = ("student_id", "id", "student id")
+_NAME_COLUMNS = ("name", "student")
+_FOLDER_COLUMNS = ("folder", "file", "login")
+CANVAS_COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
+
+
+def read_roster(path: str | Path) -> list[Student]:
+    """The students of a roster CSV, in its order. ValueError, naming the file and line, for a
+    roster without an id column, a row without an id, or an id or folder given twice."""
+    path = Path(path)
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        rows = list(csv.reader(f))
+    if not rows:
+        raise ValueError(f"{path}: the roster is empty; it needs a header row with student_id "
+                         "(or id) and folder")
+    header = [h.strip() for h in rows[0]]
+    lower = [h.lower() for h in header]
+
+    def column(names: Sequence[str]) -> int | None:
+        return next((lower.index(n) for n in names if n in lower), None)
+
+    id_col, name_col, folder_col = (column(_ID_COLUMNS), column(_NAME_COLUMNS),
+                                    column(_FOLDER_COLUMNS))
+    if id_col is None:
+        raise ValueError(f"{path}: no student id column (one of {', '.join(_ID_COLUMNS)}); "
+                         f"the header is {', '.join(header)}")
+    students, seen = [], {}
+    for line, row in enumerate(rows[1:], start=2):
+        if not any(cell.strip() for cell in row):
+            continue
+        cells = [c.strip() for c in row] + [""] * (len(header) - len(row))
+        if cells[0].lower() == "points possible" or "Points Possible" in cells[:2]:
+            continue  # the second row of a Canvas gradebook export
+        student = Student(cells[id_col], cells[name_col] if name_col is not None else "",
+                          cells[folder_col] if folder_col is not None else "",
+                          {h: cells[k] for k, h in enumerate(header) if h in CANVAS_COLUMNS[2:]})
+        if not student.student_id:
+            raise ValueError(f"{path}, line {line}: no student id")
+        for key in student.identifiers():
+            if key in seen:
+                raise ValueError(f"{path}, line {line}: {key!r} is also on line {seen[key]}; "
+                                 "each student id and folder must be on one row")
+            seen[key] = line
+        students.append(student)
+    return students
+
+
+# --- a class run: who handed in what, results as they come ----------------------------------------
+
+Item = tuple[Path, str, bool]  # (notebook, learner, given), as grade.collect makes them
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    except OSError:
+        return ""
+    return digest.hexdigest()
+
+
+def report_from_dict(data: dict) -> NotebookReport:
+    """A report as ``NotebookReport.to_dict`` wrote it (a progress file's line), rebuilt."""
+    exercises = []
+    for ex in data["exercises"]:
+        checks = [CheckResult(**c) for c in ex.get("checks", [])]
+        exercises.append(ExerciseResult(ex["exercise"], ex["points"], ex["possible"],
+                                        ex["status"], ex.get("message", ""),
+                                        list(ex.get("notes", [])), checks))
+    return NotebookReport(data["path"], data["learner"], data["notebook"], exercises,
+                          list(data.get("notes", [])), data.get("error", ""))
+
+
+def progress_path(out: Path) -> Path:
+    """Where a run whose CSV (or Canvas file) is ``out`` keeps its progress."""
+    return out.with_name(out.stem + ".progress.jsonl")
+
+
+class ClassRun:
+    """One ``course-grade`` run over a class folder: the submissions to grade (Canvas names
+    read, duplicates dropped, a roster matched), the progress file, and the Canvas export."""
+
+    def __init__(self, todo: list[Item], solutions: Path, *, roster: list[Student] | None = None,
+                 csv_out: Path | None = None, canvas_out: Path | None = None,
+                 resume: bool = False, warn: Callable[[str], None] | None = None) -> None:
+        self.solutions = solutions
+        self.roster = roster
+        self.csv_out, self.canvas_out = csv_out, canvas_out
+        self.warn = warn or (lambda text: print(f"warning: {text}", file=sys.stderr))
+        self.canvas: dict[Path, CanvasName] = {}
+        self.lesson_of: dict[Path, str] = {}
+        self.student_of: dict[str, Student] = {}  # learner -> roster row
+        self.todo = self._dedupe([self._read_name(item) for item in todo])
+        self._match_roster()
+        out = csv_out or canvas_out
+        self.progress = progress_path(out) if out is not None else None
+        self.done: dict[tuple[str, str], NotebookReport] = {}
+        if resume:
+            if self.progress is None:
+                raise ValueError("--resume needs --csv or --canvas: the progress file is kept "
+                                 "next to it")
+            self.done = self._read_progress()
+        if self.progress is not None and not resume:
+            self.progress.write_text("", encoding="utf-8")
+        self.finished: dict[int, NotebookReport] = {}
+        self.lock = threading.Lock()
+
+    # -- who handed in what
+
+    def _read_name(self, item: Item) -> Item:
+        path, learner, given = item
+        found = parse_canvas_name(path.name)
+        if found is not None and (self.solutions / f"{found.lesson}.ipynb").is_file():
+            self.canvas[path] = found
+            self.lesson_of[path] = found.lesson
+            return path, found.name, given
+        if (self.solutions / path.name).is_file():
+            self.lesson_of[path] = path.stem
+        return item
+
+    def _dedupe(self, todo: list[Item]) -> list[Item]:
+        groups: dict[tuple[str, str], list[Item]] = {}
+        for item in todo:
+            lesson = self.lesson_of.get(item[0])
+            if lesson is not None:
+                groups.setdefault((item[1], lesson), []).append(item)
+        dropped: set[Path] = set()
+        for (learner, lesson), items in groups.items():
+            if len(items) < 2:
+                continue
+            items = sorted(items, key=self._newness)
+            kept, rest = items[-1], items[:-1]
+            dropped |= {p for p, _, _ in rest}
+            self.warn(f"{learner} handed in {lesson} {len(items)} times: grading {kept[0]} "
+                      f"(the newest), not {', '.join(str(p) for p, _, _ in rest)}")
+        return [item for item in todo if item[0] not in dropped]
+
+    def _newness(self, item: Item) -> tuple:
+        path = item[0]
+        found = self.canvas.get(path)
+        try:
+            mtime = path.stat().st_mtime_ns
+        except OSError:
+            mtime = 0
+        return (found.file_id, found.upload, mtime) if found else (0, 0, mtime)
+
+    def canonical_for(self, path: Path) -> Path | None:
+        """The solutions notebook a Canvas file's own name says (None: find it as usual)."""
+        if path in self.canvas:
+            return self.solutions / f"{self.canvas[path].lesson}.ipynb"
+        return None
+
+    def _match_roster(self) -> None:
+        if self.roster is None:
+            return
+        by_key = {key: s for s in self.roster for key in s.identifiers()}
+        strangers = set()
+        for path, learner, _ in self.todo:
+            keys = [learner]
+            if path in self.canvas:
+                keys += [self.canvas[path].user_id, self.canvas[path].name]
+            student = next((by_key[k] for k in keys if k in by_key), None)
+            if student is None:
+                strangers.add(learner)
+            else:
+                self.student_of[learner] = student
+        for learner in sorted(strangers):
+            self.warn(f"{learner} is not on the roster: graded, but left out of the Canvas file")
+
+    # -- results as they come
+
+    def _key(self, item: Item) -> tuple[str, str]:
+        return str(item[0]), _sha256(item[0])
+
+    def _read_progress(self) -> dict[tuple[str, str], NotebookReport]:
+        done = {}
+        if self.progress is None or not self.progress.is_file():
+            return done
+        for line in self.progress.read_text(encoding="utf-8").splitlines():
+            try:
+                entry = json.loads(line)
+                done[(entry["path"], entry["sha256"])] = report_from_dict(entry["report"])
+            except (ValueError, KeyError, TypeError):
+                continue  # a line cut short when the run was stopped
+        return done
+
+    def wrap(self, grade: Callable[[Item], NotebookReport]) -> Callable[[Item], NotebookReport]:
+        """``grade`` that skips what the progress file holds and records each new result."""
+        index = {id(item): k for k, item in enumerate(self.todo)}
+
+        def run(item: Item) -> NotebookReport:
+            key = self._key(item)
+            report = self.done.get(key)
+            resumed = report is not None
+            if not resumed:
+                report = grade(item)
+            with self.lock:
+                self.finished[index.get(id(item), len(self.todo) + len(self.finished))] = report
+                if not resumed and self.progress is not None:
+                    entry = {"path": key[0], "sha256": key[1], "report": report.to_dict()}
+                    with open(self.progress, "a", encoding="utf-8") as f:
+                        f.write(json.dumps(entry) + "\n")
+                        f.flush()
+                        os.fsync(f.fileno())
+                if self.csv_out is not None:
+                    partial = [self.finished[k] for k in sorted(self.finished)]
+                    tmp = self.csv_out.with_name(self.csv_out.name + ".tmp")
+                    write_csv(partial, tmp)
+                    os.replace(tmp, self.csv_out)
+            return report
+        return run
+
+    def resumed(self) -> int:
+        return sum(1 for item in self.todo if self._key(item) in self.done)
+
+    # -- the Canvas export
+
+    def write_canvas(self, reports: Sequence[NotebookReport], possible: dict[str, float],
+                     out: Path | None = None) -> list[list[str]]:
+        """One row per student, one column per lesson (points; 0 when not handed in), a second
+        row with each lesson's points possible. Returns the rows written."""
+        out = out or self.canvas_out
+        lessons = sorted({Path(r.notebook).stem for r in reports if r.notebook} | set(possible))
+        points: dict[str, dict[str, float]] = {}
+        for r in reports:
+            if r.notebook:
+                lesson = Path(r.notebook).stem
+                points.setdefault(r.learner, {})[lesson] = r.points
+        if self.roster is not None:
+            students = self.roster
+            by_student = {}
+            for learner, student in self.student_of.items():
+                by_student.setdefault(student.student_id, {}).update(points.get(learner, {}))
+            rows_for = [(s, by_student.get(s.student_id, {})) for s in students]
+        else:
+            ids = {r.learner: c.user_id for p, c in self.canvas.items()
+                   for r in reports if r.path == str(p)}
+            rows_for = [(Student(ids.get(learner, ""), learner), got)
+                        for learner, got in sorted(points.items())]
+        rows = [list(CANVAS_COLUMNS) + lessons,
+                ["Points Possible", "", "", "", ""] + [_num(possible.get(x, 0)) for x in lessons]]
+        for student, got in rows_for:
+            rows.append([csv_safe(student.name or student.folder), csv_safe(student.student_id),
+                         csv_safe(student.extra.get("SIS User ID", "")),
+                         csv_safe(student.extra.get("SIS Login ID", "")),
+                         csv_safe(student.extra.get("Section", ""))]
+                        + [_num(got.get(lesson, 0)) for lesson in lessons])
+        if out is not None:
+            with open(out, "w", newline="", encoding="utf-8") as f:
+                csv.writer(f).writerows(rows)
+        return rows
+
+
+def _num(x: float) -> str:
+    return f"{x:g}"
+
+
+# --- course-grade's options -----------------------------------------------------------------------
+
+
+def add_arguments(parser) -> None:
+    """The options of a class run, added to ``course-grade``'s parser."""
+    parser.add_argument("--roster", type=Path, metavar="ROSTER.csv",
+                        help="students: a CSV with student_id (or id, or Canvas' ID), name and "
+                        "folder (the learner's folder or file in the class folder); a Canvas "
+                        "gradebook export works as it is")
+    parser.add_argument("--canvas", type=Path, metavar="OUT.csv",
+                        help="write one row per student and one column per lesson (points; 0 "
+                        "for a lesson not handed in), for Canvas' gradebook import")
+    parser.add_argument("--resume", action="store_true",
+                        help="go on with an interrupted run: grade only what the progress file "
+                        "next to --csv (or --canvas) does not hold")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="threads per kernel for numpy, PyTorch, TensorFlow and XLA "
+                        "(default: 1, so that --jobs N uses N cores)")
+    parser.add_argument("--device", choices=("cpu", "auto"), default="cpu",
+                        help="cpu (default): kernels see no GPU; auto: each framework picks")
+
+
+def start(args, todo: list[Item], solutions: Path) -> ClassRun:
+    """The class run ``course-grade`` grades; ValueError for a bad roster or --resume alone."""
+    roster = read_roster(args.roster) if args.roster else None
+    run = ClassRun(todo, solutions, roster=roster, csv_out=args.csv, canvas_out=args.canvas,
+                   resume=args.resume)
+    if args.resume:
+        print(f"resuming: {run.resumed()} of {len(run.todo)} notebook(s) already graded "
+              f"({run.progress})", file=sys.stderr)
+    return run
+
+
+def configure(args, jobs: int) -> None:
+    """Set the kernels' threads and device, and stretch the per-cell timeout when there are
+    more kernels than cores (``busy_timeout``); say so when it does."""
+    KERNEL_ENV.clear()
+    KERNEL_ENV.update(kernel_environment(args.threads, args.device))
+    stretched = busy_timeout(args.timeout, jobs * args.threads)
+    if stretched > args.timeout:
+        print(f"note: {jobs} kernel(s) x {args.threads} thread(s) on fewer cores: each cell "
+              f"gets {stretched:.0f} s instead of {args.timeout:.0f} s", file=sys.stderr)
+        args.timeout = stretched
+
+
+def finish(run: ClassRun, args, reports: Sequence[NotebookReport]) -> None:
+    """Write the Canvas file, if asked for."""
+    if args.canvas is None:
+        return
+    from course_utils.grading.format import exercises
+    from course_utils.grading.grade import _solutions_notebook
+
+    possible = {}
+    for lesson in {Path(r.notebook).stem for r in reports if r.notebook}:
+        try:
+            nb = _solutions_notebook(run.solutions / f"{lesson}.ipynb")
+            possible[lesson] = sum(exercises(nb).values())
+        except Exception:  # a broken solutions notebook is reported in its rows already
+            possible[lesson] = max((r.possible for r in reports
+                                    if Path(r.notebook).stem == lesson), default=0)
+    rows = run.write_canvas(reports, possible)
+    print(f"wrote {args.canvas}: {len(rows) - 2} student(s), {len(rows[0]) - 5} lesson(s)",
+          file=sys.stderr)

@@ -1,0 +1,206 @@
+"""Releases for a class: the lessons learners get so far, as a git repository to push.
+
+    course-build-exercises --release ../class --lessons 01,02   # lessons 00, 01, 02
+    course-build-exercises --release ../class --lessons 03      # later: adds 03, a new commit
+
+A release holds the chosen lessons (lesson 00, set-up and grading, always), their exercises built
+fresh from ``solutions/`` (no solution, no hidden check), ``.course-checks/`` (the same exercise
+notebooks: the checks ``course-grade`` restores when a learner grades their own work), the
+package and the set-up files. No ``solutions/``, no ``tests/`` (the shortcut fixtures hold right
+answers). Its README is the course's, with every link to a file the release lacks turned into
+plain text and a first section saying what the release holds and how grading works in it.
+
+The folder is a git repository with one commit per release, so an instructor pushes it where
+learners pull from (an nbgitpuller link, ``git clone``). Releasing again into the same folder keeps
+the lessons released before, adds the new ones, and commits only if something changed; a file a
+learner changed in their clone stays theirs (nbgitpuller merges, it never overwrites their edits).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from collections.abc import Iterable
+from pathlib import Path
+
+import nbformat
+
+from course_utils.grading.build import RELEASE_CHECKS
+from course_utils.grading.format import is_hidden
+
+#: Written into every release: which lessons it holds (a later release adds to them).
+MANIFEST = ".course-release.json"
+#: What a release holds besides notebooks: the package and the set-up files. Never solutions/
+#: or tests/.
+ITEMS = ("src", "jupyter", "benchmarks", "docs", "pyproject.toml", "environment.yml",
+         "Makefile", "LICENSE", ".gitignore")
+IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "*.egg-info",
+                                "results")
+#: The commit's author: the release tool, not whoever runs it (their name may be private).
+GIT_IDENTITY = ["-c", "user.name=course-build-exercises", "-c",
+                "user.email=course-build-exercises@localhost", "-c", "commit.gpgsign=false"]
+
+
+class ReleaseError(ValueError):
+    """A release that cannot be made; the message says what to do."""
+
+
+def parse_lessons(text: str | None, available: Iterable[str]) -> list[str]:
+    """``"01,2, 03"`` -> the notebook stems of those lessons (``01_computation_graphs``, ...),
+    lesson 00 always included; ``None`` -> every lesson. Raises ReleaseError naming a number that
+    matches no lesson.
+
+    >>> parse_lessons("2", ["00_setup", "01_a", "02_b"])
+    ['00_setup', '02_b']
+    """
+    stems = sorted(available)
+    if text is None:
+        return stems
+    by_number = {stem.split("_", 1)[0]: stem for stem in stems}
+    wanted = {stem for stem in stems if stem.startswith("00_")}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        number = part.zfill(2) if part.isdigit() else part.split("_", 1)[0]
+        if number not in by_number:
+            raise ReleaseError(f"--lessons: no lesson {part!r}; the lessons are "
+                               f"{', '.join(sorted(by_number))}")
+        wanted.add(by_number[number])
+    return sorted(wanted)
+
+
+def previous_lessons(target: Path) -> list[str]:
+    """The lessons an earlier release wrote to ``target`` (empty for a new folder)."""
+    manifest = target / MANIFEST
+    if not manifest.is_file():
+        return []
+    return list(json.loads(manifest.read_text(encoding="utf-8")).get("lessons", []))
+
+
+_LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)")
+
+
+def unlink_missing(markdown: str, exists) -> str:
+    """The markdown with every relative link whose file ``exists(path)`` denies made plain text;
+    in the course map, a `` · [solutions](...)`` after an exercises link goes entirely.
+
+    >>> unlink_missing("[a](x.md) · [solutions](solutions/x.ipynb) [b](http://e)", lambda p: 0)
+    'a [b](http://e)'
+    """
+    markdown = re.sub(r"\s*·\s*\[solutions\]\(solutions/[^)]*\)", "", markdown)
+
+    def fix(match: re.Match) -> str:
+        bang, text, target = match.groups()
+        path = target.split("#", 1)[0]
+        if "://" in target or target.startswith(("#", "mailto:")) or not path or exists(path):
+            return match.group(0)
+        return "" if bang else text
+    return _LINK.sub(fix, markdown)
+
+
+def release_readme(course_readme: str, lessons: list[str], exists) -> str:
+    """The release's README: what this release holds and how grading works in it, then the
+    course's README without links to files the release lacks."""
+    numbers = ", ".join(stem.split("_", 1)[0] for stem in lessons)
+    intro = f"""# This release
+
+This is a learners' copy of the course "Computation graphs, from the inside", released for a
+class. It holds lessons {numbers}: `notebooks/`, and `exercises/` for you to fill in. Your
+instructor adds the next lessons to it as the class goes on; pulling again (the class's link, or
+`git pull`) brings them and keeps your work.
+
+**Grade yourself** in a terminal in this folder (JupyterLab: *File → New → Terminal*):
+
+```
+course-grade exercises/01_computation_graphs.ipynb
+```
+
+On a class server (JupyterHub) `course-grade` is already installed; on your own machine
+`make grade NB=exercises/01_computation_graphs.ipynb` installs the course first. The grader runs a
+copy of your notebook in a fresh kernel, puts back the check cells as the course wrote them, and
+scores each check on its own. Here it uses the checks you can see (`.course-checks/` holds them as
+released).
+
+**What only your instructor's grading sees:** the instructor grades the notebooks you hand in
+with the full course, which also runs **hidden checks** on inputs you have not seen (another
+shape, another graph). An exercise that passes here can still lose a hidden check's points there;
+an exercise's text says when it has one. The solutions are not part of this release.
+
+"""
+    return intro + unlink_missing(course_readme, exists)
+
+
+def _git(target: Path, *args: str) -> str:
+    done = subprocess.run(["git", *GIT_IDENTITY, *args], cwd=target, capture_output=True,
+                          text=True)
+    if done.returncode != 0:
+        raise ReleaseError(f"git {' '.join(args)} failed in {target}: "
+                           f"{(done.stderr or done.stdout).strip()}")
+    return done.stdout
+
+
+def _empty_or_release(target: Path) -> None:
+    if target.exists() and not target.is_dir():
+        raise ReleaseError(f"{target} is a file; give a folder")
+    if target.is_dir() and any(target.iterdir()) and not (target / MANIFEST).is_file():
+        raise ReleaseError(f"{target} exists and is not a release of this course (no {MANIFEST}); "
+                           "give a new folder, or the folder of an earlier release")
+
+
+def write_release(root: Path, target: Path, wanted: dict[Path, bytes],
+                  lessons_arg: str | None = None, commit: bool = True) -> str:
+    """Write or update the release in ``target``; return a one-line summary.
+
+    ``wanted``: {exercises/<name>: bytes} as ``build.plan`` makes them, for every lesson.
+    ``lessons_arg``: ``--lessons`` as given (``None``: every lesson). Raises ReleaseError.
+    """
+    _empty_or_release(target)
+    available = [p.stem for p in wanted]
+    lessons = sorted(set(previous_lessons(target)) | set(parse_lessons(lessons_arg, available)))
+    missing = [s for s in lessons if s not in available]
+    if missing:
+        raise ReleaseError(f"{', '.join(missing)}: released before but not in solutions/ now")
+    target.mkdir(parents=True, exist_ok=True)
+    if not (target / ".git").is_dir():
+        _git(target, "init", "--quiet", "--initial-branch=main")
+    for item in (*ITEMS, "notebooks", "exercises", RELEASE_CHECKS):
+        path = target / item
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+    for item in ITEMS:
+        source = root / item
+        if source.is_dir():
+            shutil.copytree(source, target / item, ignore=IGNORE)
+        elif source.is_file():
+            shutil.copy2(source, target / item)
+    for folder in ("notebooks", "exercises", RELEASE_CHECKS):
+        (target / folder).mkdir()
+    by_stem = {p.stem: data for p, data in wanted.items()}
+    for stem in lessons:
+        lesson = root / "notebooks" / f"{stem}.ipynb"
+        if lesson.is_file():
+            shutil.copy2(lesson, target / "notebooks" / lesson.name)
+        for folder in ("exercises", RELEASE_CHECKS):
+            (target / folder / f"{stem}.ipynb").write_bytes(by_stem[stem])
+    leaked = [str(p.relative_to(target)) for p in target.rglob("*.ipynb")
+              if ".git" not in p.parts
+              and any(is_hidden(c) for c in nbformat.read(p, as_version=4).cells)]
+    if leaked:
+        raise ReleaseError(f"{', '.join(leaked)} holds a hidden check")
+    readme = release_readme((root / "README.md").read_text(encoding="utf-8"), lessons,
+                            lambda rel: (target / rel).exists())
+    (target / "README.md").write_text(readme, encoding="utf-8")
+    (target / MANIFEST).write_text(json.dumps({"lessons": lessons}, indent=1) + "\n",
+                                   encoding="utf-8")
+    numbers = ", ".join(s.split("_", 1)[0] for s in lessons)
+    if not commit:
+        return f"wrote {target}: lessons {numbers}"
+    _git(target, "add", "--all")
+    if not _git(target, "status", "--porcelain").strip():
+        return f"{target}: lessons {numbers}, nothing changed since the last release"
+    _git(target, "commit", "--quiet", "-m", f"Release lessons {numbers}")
+    head = _git(target, "rev-parse", "--short", "HEAD").strip()
+    return (f"wrote {target}: lessons {numbers}, committed as {head}; push it where learners "
+            "pull from (README, 'Teaching a class')")
