@@ -247,7 +247,11 @@ def test_a_release_has_lessons_and_exercises_but_no_solutions_tests_or_hidden_ch
 
     target = tmp_path / "class"
     assert build.main(["--release", str(target)]) == 0
-    assert build.main(["--release", str(target)]) == 2, "refuses to write into an existing folder"
+    assert build.main(["--release", str(target)]) == 0, "a second release updates the first"
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    assert build.main(["--release", str(other)]) == 2, "refuses a folder that is not a release"
     names = {p.name for p in target.iterdir()}
     assert {"notebooks", "exercises", "src", "README.md", "pyproject.toml", "Makefile",
             build.RELEASE_CHECKS} <= names
