@@ -361,7 +361,8 @@ def test_a_graph_with_a_loop_gradient_saves_and_loads(tmp_path) -> None:
         g.outputs = mg.gradients(rnn_loop(x, w, b, mg.constant(np.int64(3))), [x, w])
     mg.save(g, tmp_path / "loop_grad.npz")
     loaded = mg.load(tmp_path / "loop_grad.npz")
-    assert str(loaded) == str(g)
+    cap = f"max_iterations={mg.serialize.MAX_ITERATIONS}"  # mg.load caps every loop it reads
+    assert str(loaded) == str(g).replace("save_history=True)", f"save_history=True, {cap})")
     for a, e in zip(loaded(X0, W0, B0), mg.Session(g).run(g.outputs, {x: X0, w: W0, b: B0}),
                     strict=True):
         np.testing.assert_array_equal(a, e)

@@ -37,6 +37,7 @@ functions the same way; JAX's ``lax.cond``/``lax.while_loop`` hold jaxprs.
 from __future__ import annotations
 
 import inspect
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -398,8 +399,8 @@ def _while(graph: Graph, cond_fn: Callable, body_fn: Callable, init: list[Any],
     return _results(node, len(loop_vars), names)
 
 
-def _while_rule(*operands: Any, cond_fn: Graph, body_fn: Graph,
-                save_history: bool = False) -> tuple:
+def _while_rule(*operands: Any, cond_fn: Graph, body_fn: Graph, save_history: bool = False,
+                max_iterations: int | None = None) -> tuple:
     _check_inputs(cond_fn, operands, "cond_fn")
     _check_inputs(body_fn, operands, "body_fn")
     _stateless(cond_fn, "cond_fn")
@@ -417,22 +418,47 @@ def _while_rule(*operands: Any, cond_fn: Graph, body_fn: Graph,
 
 
 def _while_impl(*operands: np.ndarray, cond_fn: Graph, body_fn: Graph,
-                save_history: bool = False) -> tuple:
+                save_history: bool = False, max_iterations: int | None = None) -> tuple:
     """The final loop variables; with ``save_history``, then one more entry: the variables each
-    iteration started from, in order (what ``while_loop_grad`` needs)."""
+    iteration started from, in order (what ``while_loop_grad`` needs).
+
+    ``max_iterations`` (``mg.load`` sets it on the loops it reads) stops a loop whose test is
+    still true after that many iterations with ``LoopLimitExceeded``, which the executor reports
+    naming the node; ``None``, the default of loops you build, never stops one.
+    """
     n = len(body_fn.outputs)
     values, extra = operands[:n], operands[n:]
     test, body = Interpreter(cond_fn), Interpreter(body_fn)
-    history = []
+    history, done = [], 0
     while _run(test, (*values, *extra))[0]:
+        if done == max_iterations:
+            raise LoopLimitExceeded(
+                f"its cond_fn was still true after max_iterations={max_iterations:,} iterations, "
+                f"the cap mg.load puts on the loops of a file; if this loop is meant to run "
+                f"longer, load it with mg.load(path, max_iterations=...)")
         if save_history:
             history.append(values)
         values = tuple(_run(body, (*values, *extra)))
+        done += 1
     return (*values, tuple(history)) if save_history else tuple(values)
 
 
+class LoopLimitExceeded(RuntimeError):
+    """A while_loop ran its ``max_iterations`` and its test was still true."""
+
+
+def _iteration_cap(value: Any) -> int | None:
+    """A while_loop's ``max_iterations`` attr: ``None`` (no cap) or an int >= 0."""
+    if value is None:
+        return None
+    value = A.integer(value)
+    if value < 0:
+        raise ValueError(f"wants an int >= 0 or None, got {value}")
+    return value
+
+
 def _while_vjp(g: Any, out: Node, *operands: Node, cond_fn: Graph, body_fn: Graph,
-               save_history: bool = False) -> tuple:
+               save_history: bool = False, max_iterations: int | None = None) -> tuple:
     """The loop's gradient: a ``while_loop_grad`` node that walks the saved iterations back.
 
     The forward node is told to keep its history (``save_history=True``): the loop variables
@@ -529,7 +555,26 @@ def _while_grad_vjp(g: Any, out: Node, *inputs: Node, **attrs: Any) -> tuple:
 
 
 def result_types(node: Any) -> list[tuple[S.Shape, np.dtype]]:
-    """The shape and dtype of each result of a cond or while_loop node."""
+    """The shape and dtype of each result of a cond or while_loop node.
+
+    Worked out once per node (each ``tuple_get`` reading it asks): listing a body's placeholders
+    for each of its results made loading a loop of many variables quadratic.
+    """
+    if not isinstance(node, Node):
+        return _result_types(node)
+    key = tuple((id(g), len(g.nodes), len(g.outputs)) for g in node.attrs.values()
+                if isinstance(g, Graph))  # the sub-graphs they come from, as they are now
+    cached = _RESULT_TYPES.get(node)
+    if cached is None or cached[0] != key:
+        cached = _RESULT_TYPES[node] = (key, _result_types(node))
+    return cached[1]
+
+
+#: node -> (its sub-graphs' identities and sizes, its result types): result_types's memo.
+_RESULT_TYPES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _result_types(node: Any) -> list[tuple[S.Shape, np.dtype]]:
     op = getattr(node, "op", None)
     if op == "cond":
         return _merged_results(node.attrs["true_fn"], node.attrs["false_fn"])
@@ -570,7 +615,8 @@ register_op(Op("cond", _cond_impl, _cond_rule, _cond_vjp,
                attrs={"true_fn": _GRAPH, "false_fn": _GRAPH}))
 register_op(Op("while_loop", _while_impl, _while_rule, _while_vjp,
                doc="while cond_fn(vars, ...): vars = body_fn(vars, ...); the final vars",
-               attrs={"cond_fn": _GRAPH, "body_fn": _GRAPH, "save_history": A.boolean}))
+               attrs={"cond_fn": _GRAPH, "body_fn": _GRAPH, "save_history": A.boolean,
+                      "max_iterations": _iteration_cap}))
 register_op(Op("while_loop_grad", _while_grad_impl, _while_grad_rule, _while_grad_vjp,
                doc="a while_loop's gradient: body_vjp over its saved iterations, last first",
                attrs={"body_vjp": _GRAPH, "floats": A.tuple_of(A.integer, "ints"),

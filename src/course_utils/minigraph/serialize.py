@@ -212,22 +212,32 @@ MAX_DEPTH = 32
 MAX_NAME, MAX_SOURCE = 256, 512
 #: The most members a file may hold: graph.json and one array per constant, Variable or capture.
 MAX_MEMBERS = 100_000
+#: How many iterations each while_loop of a loaded graph may run (its ``max_iterations`` attr):
+#: a file's loop test can be always true. Pass ``max_iterations=`` to mg.load to change it.
+MAX_ITERATIONS = 10_000
 #: The only member names mg.save writes (a zip may hold any name: ``../x``, ``/etc/x``, twins).
 MEMBER_NAME = re.compile(r"(graph\.json|array_(?:0|[1-9][0-9]{0,8}))\.npy")
 
 
-def load(path: str | os.PathLike, *, max_bytes: int = MAX_BYTES) -> LoadedFunction:
+def load(path: str | os.PathLike, *, max_bytes: int = MAX_BYTES,
+         max_iterations: int | None = MAX_ITERATIONS) -> LoadedFunction:
     """Read a file written by ``mg.save``; a bad file raises ``SerializationError`` saying why.
 
     Nothing in the file is run or trusted while loading: every node's op must be in ``mg.OPS``
     and every attr must be of the kind its op declares (an index holds ints and slices, a dtype
     is a dtype name, ...; see ``mg.attrs``), array sizes are checked against ``max_bytes`` before
-    they are allocated, and nothing may nest deeper than ``MAX_DEPTH``.
+    they are allocated, and nothing may nest deeper than ``MAX_DEPTH``. Every while_loop gets
+    ``max_iterations`` (``MAX_ITERATIONS`` by default; ``None``: no cap): a loop still running
+    after that many iterations stops with an ``ExecutionError`` naming it.
     """
     where = os.path.basename(os.fspath(path))
     if not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or max_bytes < 0:
         raise ArgumentError(f"mg.load: max_bytes is a number of bytes (an int >= 0), got "
                             f"{max_bytes!r:.40}")
+    if max_iterations is not None and (not isinstance(max_iterations, int) or
+                                       isinstance(max_iterations, bool) or max_iterations < 0):
+        raise ArgumentError(f"mg.load: max_iterations is the most iterations a loop may run (an "
+                            f"int >= 0, or None for no cap), got {max_iterations!r:.40}")
     if not zipfile.is_zipfile(path):
         with open(path, "rb") as file:
             zipped = file.read(4) == b"PK\x03\x04"
@@ -239,7 +249,7 @@ def load(path: str | os.PathLike, *, max_bytes: int = MAX_BYTES) -> LoadedFuncti
         raise SerializationError(_too_many(where, declared))
     try:
         with zipfile.ZipFile(path) as archive:
-            return _Reader(where, archive, max_bytes).load()
+            return _Reader(where, archive, max_bytes, max_iterations).load()
     except (zipfile.BadZipFile, OSError, EOFError, zlib.error) as e:
         raise SerializationError(f"{where} is corrupt: {e}") from e
     except RecursionError:  # a safety net: the reader itself bounds every nesting
@@ -267,8 +277,10 @@ def _too_many(where: str, count: int) -> str:
 
 
 class _Reader:
-    def __init__(self, where: str, archive: zipfile.ZipFile, max_bytes: int) -> None:
+    def __init__(self, where: str, archive: zipfile.ZipFile, max_bytes: int,
+                 max_iterations: int | None = MAX_ITERATIONS) -> None:
         self.where, self.archive, self.budget, self.max_bytes = where, archive, max_bytes, max_bytes
+        self.max_iterations = max_iterations
         names = archive.namelist()
         if len(names) > MAX_MEMBERS:
             raise SerializationError(_too_many(where, len(names)))
@@ -449,6 +461,8 @@ class _Reader:
             attrs = A.check(OPS[op], attrs, f"{what} ({op})")
         except MinigraphError as e:
             raise self.error(f"{e}; nothing from this file was run") from None
+        if op == "while_loop":  # the caller's cap, whatever the file says
+            attrs["max_iterations"] = self.max_iterations
         source = spec.get("source")
         source = source[:MAX_SOURCE] if isinstance(source, str) and source.isprintable() \
             else "<loaded>"

@@ -1,0 +1,139 @@
+"""mg.load's limits on what a loaded graph may do when it runs, and on the work of loading.
+
+A file that passes every check of ``test_serialize_safety.py`` and ``test_serialize_attacks.py``
+can still ask for trouble later: a loop whose test is always true, values far larger than the
+file, or a graph shaped so that loading it takes quadratic time. These are the findings of
+issue 25; each test here failed (or would have run forever) before the fix.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import course_utils.minigraph as mg
+from course_utils.minigraph import control_flow, serialize
+
+
+def saved_loop(path: Path, limit: float) -> Path:
+    """A graph of one loop: ``while v < limit: v = v + 1``, saved to ``path``."""
+    with mg.Graph().as_default() as g:
+        x = mg.placeholder((), name="x")
+        g.outputs = [mg.while_loop(lambda v: v < limit, lambda v: v + 1.0, x, name="count")]
+    mg.save(g, path)
+    return path
+
+
+# --- loops: a loaded while_loop runs at most max_iterations --------------------------------------
+
+
+def test_a_loaded_loop_that_never_ends_stops_at_the_cap_naming_the_loop(tmp_path: Path) -> None:
+    loaded = mg.load(saved_loop(tmp_path / "forever.npz", np.inf), max_iterations=50)
+    with pytest.raises(mg.ExecutionError) as info:
+        loaded(np.float32(0.0))
+    message = str(info.value)
+    assert "%count = while_loop(%x, max_iterations=50)" in message, message
+    assert "still true after max_iterations=50 iterations" in message
+    assert "mg.load(path, max_iterations=...)" in message  # what to do about it
+    assert isinstance(info.value.__cause__, control_flow.LoopLimitExceeded)
+
+
+def test_the_default_cap_stops_a_loop_of_more_iterations(tmp_path: Path) -> None:
+    # 20 000 iterations: a finite loop (the old code returned 20 000), but past the documented
+    # default of 10 000.
+    assert serialize.MAX_ITERATIONS == 10_000
+    path = saved_loop(tmp_path / "long.npz", 19_999.5)
+    with pytest.raises(mg.ExecutionError, match="max_iterations=10,000 iterations"):
+        mg.load(path)(np.float32(0.0))
+    assert mg.load(path, max_iterations=None)(np.float32(19_990.0)) == 20_000.0  # no cap
+
+
+def test_a_loop_within_the_cap_gives_the_numbers_of_the_unloaded_graph(tmp_path: Path) -> None:
+    path = saved_loop(tmp_path / "short.npz", 10.5)
+    loaded = mg.load(path, max_iterations=11)
+    assert loaded(np.float32(0.0)) == 11.0 == 0.0 + 11  # exactly 11 iterations: allowed
+    with pytest.raises(mg.ExecutionError, match="max_iterations=10 iterations"):
+        mg.load(path, max_iterations=10)(np.float32(0.0))
+
+
+def test_every_executor_and_nested_loops_keep_the_cap(tmp_path: Path) -> None:
+    with mg.Graph().as_default() as g:
+        x = mg.placeholder((), name="x")
+        inner = lambda v: mg.while_loop(lambda u: u > -1.0, lambda u: u + 1.0, v,  # noqa: E731
+                                        name="inner")
+        g.outputs = [mg.cond(x > 0.0, lambda: inner(x), lambda: x)]
+    mg.save(g, tmp_path / "nested.npz")
+    loaded = mg.load(tmp_path / "nested.npz", max_iterations=5)
+    assert loaded(np.float32(-3.0)) == -3.0  # the branch without the loop
+    for executor in ("interpreter", "codegen"):
+        with mg.Session(loaded.graph, executor=executor) as sess, \
+                pytest.raises(mg.ExecutionError, match="%inner = while_loop"):
+            sess.run(loaded.graph.outputs, {"x": np.float32(1.0)})
+
+
+def test_the_cap_is_the_callers_whatever_the_file_says(tmp_path: Path) -> None:
+    first = mg.load(saved_loop(tmp_path / "a.npz", np.inf), max_iterations=3)
+    mg.save(first, tmp_path / "b.npz")  # the file now holds max_iterations=3
+    again = mg.load(tmp_path / "b.npz", max_iterations=7)
+    loop = next(n for n in again.graph.nodes if n.op == "while_loop")
+    assert loop.attrs["max_iterations"] == 7
+
+
+def test_loops_built_in_python_have_no_cap() -> None:
+    with mg.Graph().as_default() as g:
+        mg.while_loop(lambda v: v < 3.0, lambda v: v + 1.0, mg.placeholder((), name="x"))
+    loop = next(n for n in g.nodes if n.op == "while_loop")
+    assert loop.attrs.get("max_iterations") is None and "max_iterations" not in str(g)
+
+
+@pytest.mark.parametrize("bad", [-1, 2.5, True, "10"])
+def test_a_bad_max_iterations_is_refused(tmp_path: Path, bad: object) -> None:
+    path = saved_loop(tmp_path / "loop.npz", 3.0)
+    with pytest.raises(mg.ArgumentError, match="max_iterations is the most iterations"):
+        mg.load(path, max_iterations=bad)
+
+
+# --- loading takes time linear in the size of the file -------------------------------------------
+
+
+def saved_wide_loop(path: Path, n: int) -> Path:
+    """One while_loop over ``n`` loop variables, each read back by its own tuple_get node."""
+    with mg.Graph().as_default() as g:
+        xs = [mg.placeholder((), name=f"x{i}") for i in range(n)]
+        g.outputs = list(mg.while_loop(lambda *v: v[0] < 0.0,
+                                       lambda *v: tuple(a + 1.0 for a in v), xs))
+    mg.save(g, path)
+    return path
+
+
+def lines_run_by_minigraph(fn) -> int:
+    """How many lines of minigraph's own source ``fn()`` executes: a count of steps that does not
+    depend on the speed of the machine (comprehensions count once per item)."""
+    package, count = os.path.dirname(mg.__file__), 0
+
+    def count_lines(frame, event, arg):
+        nonlocal count
+        count += event == "line"
+        return count_lines
+
+    def enter(frame, event, arg):
+        return count_lines if frame.f_code.co_filename.startswith(package) else None
+
+    sys.settrace(enter)
+    try:
+        fn()
+    finally:
+        sys.settrace(None)
+    return count
+
+
+def test_loading_a_loop_of_twice_the_variables_takes_twice_the_steps(tmp_path: Path) -> None:
+    # Each tuple_get's shape rule used to list all of the loop body's placeholders: n tuple_gets
+    # times n placeholders. Now doubling n doubles the steps (the old code: 2.5x, then 2.8x...).
+    small, large = (saved_wide_loop(tmp_path / f"{n}.npz", n) for n in (100, 200))
+    steps = [lines_run_by_minigraph(lambda p=p: mg.load(p)) for p in (small, large)]
+    assert 1.8 < steps[1] / steps[0] < 2.2, steps
