@@ -1,0 +1,112 @@
+"""Per-lesson releases (release.py): a git repository with the lessons given so far, a README
+without links to what it lacks, and a lesson 00 whose grading demo runs there."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from course_utils.grading import build
+from course_utils.grading.format import is_hidden
+from course_utils.grading.release import MANIFEST, parse_lessons, unlink_missing
+
+ROOT = Path(__file__).resolve().parents[1]
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+def _git(folder: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=folder, capture_output=True, text=True,
+                          check=True).stdout
+
+
+def test_lessons_are_chosen_by_number_and_lesson_00_always_comes():
+    stems = ["00_setup", "01_computation_graphs", "02_static_graphs", "10_performance"]
+    assert parse_lessons("01, 10", stems) == ["00_setup", "01_computation_graphs",
+                                              "10_performance"]
+    assert parse_lessons("2", stems) == ["00_setup", "02_static_graphs"]
+    assert parse_lessons(None, stems) == stems
+    with pytest.raises(ValueError, match="no lesson '7'"):
+        parse_lessons("7", stems)
+
+
+def test_links_to_missing_files_become_text_and_solutions_links_go():
+    text = ("| 01 | [graphs](notebooks/01_x.ipynb) | [exercises](exercises/01_x.ipynb) · "
+            "[solutions](solutions/01_x.ipynb) |\n[guide](CONTRIBUTING.md), "
+            "[site](https://example.org/a), [map](#the-course-map), ![pic](docs/p.png)")
+    have = {"exercises/01_x.ipynb"}
+    assert unlink_missing(text, have.__contains__) == (
+        "| 01 | graphs | [exercises](exercises/01_x.ipynb) |\nguide, "
+        "[site](https://example.org/a), [map](#the-course-map), ")
+
+
+def test_a_release_of_two_lessons_is_a_git_repository_and_grows_lesson_by_lesson(tmp_path):
+    target = tmp_path / "class"
+    assert build.main(["--release", str(target), "--lessons", "01"]) == 0
+    for folder in ("notebooks", "exercises", build.RELEASE_CHECKS):
+        assert sorted(p.name for p in (target / folder).glob("*.ipynb")) == \
+            ["00_setup.ipynb", "01_computation_graphs.ipynb"], folder
+    assert not {"solutions", "tests", ".answer-key"} & {p.name for p in target.iterdir()}
+    for nb_path in target.rglob("*.ipynb"):
+        if ".git" not in nb_path.parts:
+            nb = nbformat.read(nb_path, as_version=4)
+            assert not any(is_hidden(c) for c in nb.cells), nb_path
+            assert "### BEGIN SOLUTION" not in nbformat.writes(nb), nb_path
+    assert _git(target, "status", "--porcelain") == "", "everything is committed"
+    assert len(_git(target, "log", "--oneline").splitlines()) == 1
+
+    readme = (target / "README.md").read_text()
+    missing = [link for link in LINK.findall(readme)
+               if "://" not in link and not (target / link).exists()]
+    assert not missing, f"the release README links to files it lacks: {missing}"
+    assert "solutions/" not in "".join(LINK.findall(readme))
+    assert "course-grade exercises/" in readme and "hidden checks" in readme
+    for nb_path in (target / "notebooks").glob("*.ipynb"):  # lessons link to the README
+        for link in LINK.findall(nb_path.read_text()):
+            if "://" not in link and link.endswith((".md", ".ipynb")):
+                assert (nb_path.parent / link).exists(), (nb_path.name, link)
+
+    # The next week: lesson 02 joins, in a second commit; a learner's clone pulls it.
+    clone = tmp_path / "learner"
+    _git(tmp_path, "clone", "--quiet", str(target), str(clone))
+    assert build.main(["--release", str(target), "--lessons", "2"]) == 0
+    assert json.loads((target / MANIFEST).read_text())["lessons"] == [
+        "00_setup", "01_computation_graphs", "02_static_graphs"]
+    assert len(_git(target, "log", "--oneline").splitlines()) == 2
+    _git(clone, "pull", "--quiet")
+    assert (clone / "exercises" / "02_static_graphs.ipynb").is_file()
+    assert build.main(["--release", str(target), "--lessons", "2"]) == 0
+    assert len(_git(target, "log", "--oneline").splitlines()) == 2, "nothing new, no commit"
+    assert build.main(["--release", str(target), "--lessons", "99"]) == 2
+
+
+@pytest.mark.slow
+def test_lesson_00_runs_cleanly_in_a_release_and_grades_with_what_the_release_has(tmp_path):
+    target = tmp_path / "class"
+    assert build.main(["--release", str(target), "--lessons", "01"]) == 0
+    lesson = target / "notebooks" / "00_setup.ipynb"
+    nb = nbformat.read(lesson, as_version=4)
+    probe = nbformat.v4.new_code_cell("import course_utils\nprint(course_utils.__file__)\n"
+                                      "print(grade.canonical_folder(None))")
+    probe.id = "release-probe"
+    nb.cells.append(probe)
+    env = {**os.environ, "PYTHONPATH": str(target / "src")}  # the release's own package
+    NotebookClient(nb, timeout=300, kernel_name="python3",
+                   resources={"metadata": {"path": str(lesson.parent)}}).execute(env=env)
+    package, checks = probe.outputs[0]["text"].split()
+    assert package.startswith(str(target / "src")), package
+    assert checks == str(target / build.RELEASE_CHECKS)
+    demo = next(c for c in nb.cells if c.get("id") == "setup-11c")
+    table = "".join(o.get("text", "") for o in demo.outputs)
+    assert "graded as 00_setup.ipynb" in table and "total" in table, table
+    assert "hidden check" not in table, "a release has no hidden checks"
+    own = next(c for c in nb.cells if c.get("id") == "setup-12")
+    text = "".join(o.get("text", "") for o in own.outputs)
+    assert "exit code: 1" in text and "NotImplementedError: Exercise 00.1" in text, text
+
