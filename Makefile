@@ -4,8 +4,9 @@
 PYTHON  ?= python3
 VENV    ?= .venv
 # Which optional dependencies to install: `cpu` (default) or `gpu` frameworks, plus JupyterLab and
-# the developer tools. A GPU user runs e.g. `make lab EXTRAS=gpu,lab,dev`.
-EXTRAS  ?= cpu,lab,dev
+# the developer tools, and what `make site` builds the course's web site with. A GPU user runs e.g.
+# `make lab EXTRAS=gpu,lab,dev`.
+EXTRAS  ?= cpu,lab,dev,site
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 PORT    ?= 8888
@@ -14,8 +15,12 @@ IP      ?= 127.0.0.1
 WORKERS ?= 2
 NBVAL   := --nbval-current-env --nbval-cell-timeout=300 --nbval-sanitize-with nbval_sanitize.cfg
 KERNEL  := graph-course
+# The edition `make lab` opens and `make grade` grades: COURSE_LANG=zh for the Chinese one (zh/).
+# (Not LANG, which is the locale variable of every shell.)
+COURSE_LANG ?= en
+EDITION := $(if $(filter zh zh-CN zh_CN,$(COURSE_LANG)),zh/,)
 
-.PHONY: venv lab test unit notebooks lint execute exercises kernel clean grade audit release
+.PHONY: venv lab test unit notebooks lint execute exercises kernel clean grade audit release site
 
 venv: $(STAMP)
 
@@ -39,7 +44,7 @@ kernel: venv
 LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: kernel
 	$(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" --ip=$(IP) --port=$(PORT) $(LAB_ARGS) \
-		notebooks/00_setup.ipynb
+		$(EDITION)notebooks/00_setup.ipynb
 
 # Every check: lint, exercises in sync with solutions, unit tests and lesson notebooks (outputs
 # compared). The solutions notebooks run in tests/test_shortcuts.py, the shortcut audit: each
@@ -76,7 +81,7 @@ clean:
 
 # Grade your exercises: `make grade NB=exercises/01_computation_graphs.ipynb` (default: all of them).
 grade: venv
-	$(BIN)/course-grade $(if $(filter command line,$(origin NB)),$(NB),exercises)
+	$(BIN)/course-grade $(if $(filter command line,$(origin NB)),$(NB),$(EDITION)exercises)
 
 # The shortcut audit, as a table: `make audit NB=01_computation_graphs` (default: every notebook).
 audit: venv
@@ -86,3 +91,16 @@ audit: venv
 # checks, no tests).
 release: venv
 	$(BIN)/course-build-exercises --release $(DIR)
+
+# The course's web site, both editions, from the executed notebooks (nothing is run), offline:
+# Sphinx + myst-nb (the `site` extra) and MathJax 3 from npm, served by the site itself. Open
+# build/site/index.html. (The Chinese notebooks come from `python -m course_utils.editions build`.)
+MATHJAX_VERSION := 3.2.2
+MATHJAX := build/mathjax/node_modules/mathjax/es5
+$(MATHJAX)/tex-mml-chtml.js:
+	@command -v npm > /dev/null || { echo "make site needs npm to install MathJax (apt-get install npm)"; exit 1; }
+	npm install --prefix build/mathjax --no-save --no-audit --no-fund --no-package-lock mathjax@$(MATHJAX_VERSION)
+
+site: venv $(MATHJAX)/tex-mml-chtml.js
+	@$(BIN)/python -c "import myst_nb, sphinx_book_theme" 2> /dev/null || $(BIN)/python -m pip install --quiet -e ".[site]"
+	$(BIN)/python site/build.py --mathjax $(MATHJAX) --out build/site
