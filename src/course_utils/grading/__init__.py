@@ -16,7 +16,10 @@ One concern per module:
   and HTML views;
 - ``grade``: ``course-grade``, which ties these together (partial credit, one row per exercise);
 - ``audit``: the shortcut audit of every exercise (``tests/fixtures/shortcuts``);
-- ``checks``: helpers for check cells (``forbid``, ``check_predictions``).
+- ``checks``: helpers for check cells (``forbid``, ``check_predictions``);
+- ``probe``: the kernel side of a probe-and-verdict check (``report``: plain data out);
+- ``verdict``: the grader side (sections, the bounded transport, the verdict run here);
+- ``key``: the answer key, built from the solutions and kept by the instructor.
 
 The exercise format and how the grader works are documented in CONTRIBUTING.md. Submodules are
 not imported here, so that ``python -m course_utils.grading.grade`` runs without a warning.
