@@ -137,3 +137,118 @@ def test_loading_a_loop_of_twice_the_variables_takes_twice_the_steps(tmp_path: P
     small, large = (saved_wide_loop(tmp_path / f"{n}.npz", n) for n in (100, 200))
     steps = [lines_run_by_minigraph(lambda p=p: mg.load(p)) for p in (small, large)]
     assert 1.8 < steps[1] / steps[0] < 2.2, steps
+
+
+# --- memory: what the values of a loaded graph add up to ------------------------------------------
+
+
+def saved(graph: mg.Graph, path: Path) -> Path:
+    mg.save(graph, path)
+    return path
+
+
+def test_a_small_file_of_many_values_each_under_the_limit_is_refused(tmp_path: Path) -> None:
+    # The issue's file: 1.7 KB, six broadcasts of a scalar to just under 1 GiB each. Each node
+    # passed the per-node check; together they would take 6 GiB when called.
+    with mg.Graph().as_default() as g:
+        x = mg.placeholder((), name="x")
+        g.outputs = [mg.broadcast_to(x + float(i), (2**28 - 16,)) for i in range(6)]
+    path = saved(g, tmp_path / "six.npz")
+    assert path.stat().st_size < 4096 and 4 * (2**28 - 16) < serialize.MAX_BYTES  # noqa: SIM300
+    with pytest.raises(mg.SerializationError, match=r"six.npz: the values its graph makes when "
+                       r"it runs add up to 2,147,483,528 bytes by node %broadcast_to_1"):
+        mg.load(path)
+
+
+def test_the_total_counts_every_node_of_every_sub_graph_once(tmp_path: Path) -> None:
+    # 100 float32 values made at the top and 100 in the loop body: 800 bytes in all.
+    with mg.Graph().as_default() as g:
+        x = mg.placeholder((), name="x")
+        wide = mg.broadcast_to(x, (100,), name="wide")
+        g.outputs = [mg.while_loop(lambda v: mg.sum(v) < 0.0,
+                                   lambda v: mg.broadcast_to(mg.sum(v), (100,)), wide)]
+    path = saved(g, tmp_path / "loop.npz")
+    made = values_made(g)
+    assert made > 2 * 400  # the wide value at the top, the body's broadcast, and more
+    mg.load(path, max_bytes=made)  # exactly the total: loads
+    with pytest.raises(mg.SerializationError, match=f"add up to {made:,} bytes"):
+        mg.load(path, max_bytes=made - 1)
+
+
+def values_made(graph: mg.Graph) -> int:
+    """The bytes of every value ``graph`` and its sub-graphs make (not fed, not read from the
+    file), each counted once, from the shapes of the graph as built."""
+    total = 0
+    for n in graph.nodes:
+        total += sum(values_made(sub) for sub in n.attrs.values() if isinstance(sub, mg.Graph))
+        if n.dtype is not None and n.op not in ("placeholder", "constant", "variable", "capture"):
+            total += int(np.prod([1 if d is None else d for d in n.shape])) * n.dtype.itemsize
+    return total
+
+
+def test_a_size_known_only_at_run_time_counts_one_row_when_loading(tmp_path: Path) -> None:
+    with mg.Graph().as_default() as g:
+        x = mg.placeholder((None, 1000), name="x")
+        g.outputs = [mg.sum(mg.exp(x), axis=1, name="total")]  # a row: 4000 + 4 bytes
+    path = saved(g, tmp_path / "rows.npz")
+    mg.load(path, max_bytes=4004)
+    with pytest.raises(mg.SerializationError, match=r"\(None, 1000\) float32 array \(4,000 "
+                                                    r"bytes, for one row where a size is known"):
+        mg.load(path, max_bytes=3999)
+
+
+def outer_product_file(tmp_path: Path) -> Path:
+    """``sum(x[:, None] * x[None, :])``: n values in, n * n made."""
+    with mg.Graph().as_default() as g:
+        x = mg.placeholder((None,), name="x")
+        g.outputs = [mg.sum(mg.reshape(x, (-1, 1)) * mg.reshape(x, (1, -1)), name="total")]
+    return saved(g, tmp_path / "outer.npz")
+
+
+def test_a_call_that_would_go_over_is_refused_before_it_allocates(tmp_path: Path) -> None:
+    import tracemalloc  # numpy reports its allocations to tracemalloc
+
+    loaded = mg.load(outer_product_file(tmp_path), max_bytes=10**6)
+    x = np.linspace(0, 1, 400, dtype=np.float32)  # 400 x 400 x 4 = 640 KB: within the limit
+    np.testing.assert_allclose(loaded(x), np.sum(np.outer(x, x)), rtol=1e-5)
+    x = np.ones(2000, np.float32)  # 16 MB
+    tracemalloc.start()
+    try:
+        with pytest.raises(mg.ExecutionError) as info:
+            loaded(x)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert "(None, None) float32 value of 16,000,000 bytes" in str(info.value)
+    assert "more than max_bytes=1,000,000" in str(info.value) and "mg.load(path, max_bytes=" in \
+        str(info.value)
+    assert peak < 10**6, f"{peak:,} bytes were allocated before the refusal"
+
+
+def test_a_loop_that_keeps_doubling_its_variable_is_stopped_at_the_limit(tmp_path: Path) -> None:
+    # A (None,) loop variable is any length at run time: concat doubles it each iteration, up to
+    # 2**18 values (1 MB) here; the limit of 100 KB stops it at the concat inside the body.
+    with mg.Graph().as_default() as g:
+        x = mg.placeholder((None,), name="x")
+        g.outputs = [mg.sum(mg.while_loop(lambda v: mg.sum(v) < 2.0**18,
+                                          lambda v: mg.concat([v, v], axis=0, name="twice"), x))]
+    path = saved(g, tmp_path / "double.npz")
+    assert mg.load(path)(np.ones(1, np.float32)) == 2.0**18  # within the default limit: runs
+    with pytest.raises(mg.ExecutionError, match=r"%twice = concat\(.*more than max_bytes="
+                                                 r"100,000"):
+        mg.load(path, max_bytes=100_000)(np.ones(1, np.float32))
+
+
+def test_the_limit_is_per_call_and_released_after_an_error(tmp_path: Path) -> None:
+    loaded = mg.load(outer_product_file(tmp_path), max_bytes=10**6)
+    for _ in range(3):
+        with pytest.raises(mg.ExecutionError):
+            loaded(np.ones(1000, np.float32))
+        assert loaded(np.ones(10, np.float32)) == 100.0
+    assert interpreter_limit() is None  # nothing left behind for other graphs
+
+
+def interpreter_limit():
+    from course_utils.minigraph import interpreter
+
+    return interpreter.memory_limit()

@@ -58,7 +58,7 @@ from .errors import (
     user_source,
 )
 from .graph import Graph, Node, get_default_graph
-from .interpreter import Interpreter
+from .interpreter import Interpreter, memory_limit
 from .ops import Op, register_op
 from .tracing import inline, leaves, pack, structure
 
@@ -429,17 +429,24 @@ def _while_impl(*operands: np.ndarray, cond_fn: Graph, body_fn: Graph,
     n = len(body_fn.outputs)
     values, extra = operands[:n], operands[n:]
     test, body = Interpreter(cond_fn), Interpreter(body_fn)
-    history, done = [], 0
-    while _run(test, (*values, *extra))[0]:
-        if done == max_iterations:
-            raise LoopLimitExceeded(
-                f"its cond_fn was still true after max_iterations={max_iterations:,} iterations, "
-                f"the cap mg.load puts on the loops of a file; if this loop is meant to run "
-                f"longer, load it with mg.load(path, max_iterations=...)")
-        if save_history:
-            history.append(values)
-        values = tuple(_run(body, (*values, *extra)))
-        done += 1
+    history, done, limit, saved = [], 0, memory_limit(), 0
+    try:
+        while _run(test, (*values, *extra))[0]:
+            if done == max_iterations:
+                raise LoopLimitExceeded(
+                    f"its cond_fn was still true after max_iterations={max_iterations:,} "
+                    f"iterations, the cap mg.load puts on the loops of a file; if this loop is "
+                    f"meant to run longer, load it with mg.load(path, max_iterations=...)")
+            if save_history:
+                history.append(values)
+                if limit is not None:  # the saved iterations are held as the loop runs
+                    saved += limit.take(sum(np.asarray(v).nbytes for v in values),
+                                        f"saved iteration {done}")
+            values = tuple(_run(body, (*values, *extra)))
+            done += 1
+    finally:
+        if limit is not None:
+            limit.live -= saved  # from here the interpreter counts the node's results
     return (*values, tuple(history)) if save_history else tuple(values)
 
 

@@ -10,13 +10,18 @@
 [array([1., 1.], dtype=float32)]
 
 To watch a run, subclass it: ``run_node`` sees every node (time it there) and ``on_alloc`` /
-``on_free`` see every value appear and disappear (add up live bytes there).
+``on_free`` see every value appear and disappear (add up live bytes there). While a
+``MemoryLimit`` is set (``with MemoryLimit(max_bytes):``; a function from ``mg.load`` sets one
+when called) each run, sub-graphs of cond and while_loop included, works out the bytes of each
+node's value before computing it and refuses to hold more than ``max_bytes`` at once.
 NB: ``torch.fx.Interpreter`` has the same shape: ``run`` -> ``run_node`` -> one method per opcode.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
+from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
@@ -82,6 +87,9 @@ class Interpreter:
     def run(self, feeds: Mapping[str, np.ndarray], state: dict[str, np.ndarray]) -> list[Any]:
         """The values of ``graph.outputs``, in order (``None`` for ops without a value)."""
         self.feeds, self.state = feeds, state
+        limit = _LIMIT.get()
+        if limit is not None:
+            return self._run_limited(limit)
         env: dict[str, Any] = {}
         for i, node in enumerate(self.graph.nodes):
             value = self.run_node(node, [env[x.name] for x in node.inputs])
@@ -89,6 +97,31 @@ class Interpreter:
             self.on_alloc(node, value)
             for done in self.free_after[i]:
                 self.on_free(done, env.pop(done.name))
+        return self._outputs(env)
+
+    def _run_limited(self, limit: MemoryLimit) -> list[Any]:
+        """``run`` under a memory limit: each value's bytes are held from before it is computed
+        until it is freed (outputs: until the run ends, when its caller takes them over)."""
+        env: dict[str, Any] = {}
+        held: dict[str, int] = {}
+        try:
+            for i, node in enumerate(self.graph.nodes):
+                args = [env[x.name] for x in node.inputs]
+                size = _value_bytes(node, args)
+                held[node.name] = _take(limit, node, size or 0)
+                value = self.run_node(node, args)
+                if size is None:  # not known before: counted once made (cond, loop results)
+                    held[node.name] += _take(limit, node, _nbytes(value))
+                env[node.name] = value
+                self.on_alloc(node, value)
+                for done in self.free_after[i]:
+                    self.on_free(done, env.pop(done.name))
+                    limit.live -= held.pop(done.name)
+            return self._outputs(env)
+        finally:
+            limit.live -= sum(held.values())
+
+    def _outputs(self, env: dict[str, Any]) -> list[Any]:
         outputs = [env[n.name] for n in self.graph.outputs]
         for node, value in zip(self.graph.outputs, outputs, strict=True):
             if value is UNINITIALIZED:
@@ -166,6 +199,89 @@ class Interpreter:
         value.flags.writeable = False
         self.state[var.name] = value
         return value
+
+
+class MemoryLimit:
+    """At most ``max_bytes`` of values held at once by the runs inside ``with`` (``what`` says who
+    set the limit and how to raise it, for the error message).
+
+    A run counts each value it makes: before computing a node, the bytes of its value (from its
+    shape, or, where a size is known only at run time, from its shape rule applied to the actual
+    inputs), until the value is freed. Fed inputs, Variables and constants are arrays that exist
+    already and count nothing. A run that would go over raises ``ExecutionError`` naming the
+    node, before computing it. NB: the bytes an op uses inside its impl are not seen.
+    """
+
+    def __init__(self, max_bytes: int, what: str = "") -> None:
+        self.max_bytes, self.what, self.live = max_bytes, what, 0
+        self._token: Any = None
+
+    def take(self, size: int, what: str) -> int:
+        """Hold ``size`` more bytes (``what``: which value), or raise ``MemoryLimitExceeded``."""
+        if self.live + size > self.max_bytes:
+            raise MemoryLimitExceeded(
+                f"it would make {what} of {size:,} bytes while values of {self.live:,} bytes "
+                f"are held, more than max_bytes={self.max_bytes:,} in all{self.what}")
+        self.live += size
+        return size
+
+    def __enter__(self) -> MemoryLimit:
+        self._token = _LIMIT.set(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _LIMIT.reset(self._token)
+
+
+class MemoryLimitExceeded(RuntimeError):
+    """A value would take a run past its MemoryLimit (the executor names the node)."""
+
+
+def memory_limit() -> MemoryLimit | None:
+    """The MemoryLimit in force here, if any (a while_loop charges its saved iterations to it)."""
+    return _LIMIT.get()
+
+
+def _take(limit: MemoryLimit, node: Node, size: int) -> int:
+    what = f"a {node.type_str()} value" if node.dtype is not None else "results"
+    try:
+        return limit.take(size, what)
+    except MemoryLimitExceeded as e:
+        raise ExecutionError(f"while executing {node.describe()} defined at {node.source}: "
+                             f"{e}") from e
+
+
+#: The MemoryLimit of the runs in this context (None: no limit).
+_LIMIT: ContextVar[MemoryLimit | None] = ContextVar("minigraph_memory_limit", default=None)
+
+#: Ops whose value is an array that exists before the run (fed, stored, or read from a file).
+_EXISTING = frozenset({"placeholder", "variable", "constant", "capture", "tuple_get"})
+
+
+def _value_bytes(node: Node, args: list[Any]) -> int | None:
+    """The bytes of the value ``node`` is about to make from ``args``: 0 if it exists already
+    (``tuple_get`` reads a result its cond or loop made and counted), ``None`` if only the
+    value itself will tell (the results of a cond or loop, a shape rule that fails here)."""
+    if node.op in _EXISTING:
+        return 0
+    if node.dtype is None:
+        return None
+    shape = node.shape
+    if None in shape:  # known only now: the shape rule on the actual inputs says
+        try:
+            shape, _ = OPS[node.op].shape_rule(*args, **node.attrs)
+        except Exception:  # the impl will report what is wrong with these inputs
+            return None
+        if None in shape:
+            return None
+    return math.prod(shape) * node.dtype.itemsize
+
+
+def _nbytes(value: Any) -> int:
+    """The bytes of an array, or of the arrays in a (nested) tuple of results."""
+    if isinstance(value, tuple):
+        return sum(_nbytes(v) for v in value)
+    return value.nbytes if isinstance(value, np.ndarray | np.generic) else 0
 
 
 def _uninitialized(var: Node, reader: Node | None) -> UninitializedVariableError:

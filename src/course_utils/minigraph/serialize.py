@@ -58,6 +58,7 @@ from . import shapes as S
 from .eager import Tensor, tensor
 from .errors import ArgumentError, MinigraphError, SerializationError
 from .graph import Graph, Node, name_problem
+from .interpreter import MemoryLimit
 from .ops import OPS
 from .session import Session
 from .tracing import ConcreteFunction, Function, pack
@@ -72,12 +73,16 @@ class LoadedFunction:
 
     Calling it feeds the placeholders in order (or by name, as keywords) and returns the outputs
     as numpy arrays, in the structure the saved function returned them; Variables start at the
-    initial values saved with them.
+    initial values saved with them. With ``max_bytes`` (``mg.load`` passes its own), a call holds
+    at most that many bytes of values at once (an ``ExecutionError`` names the node that would go
+    over): sizes known only at run time are checked when the inputs are there.
     NB: what ``torch.jit.load`` and ``tf.saved_model.load`` give back.
     """
 
-    def __init__(self, graph: Graph, name: str, structure: Any) -> None:
+    def __init__(self, graph: Graph, name: str, structure: Any,
+                 max_bytes: int | None = None) -> None:
         self.graph, self.__name__, self.structure = graph, name, structure
+        self.max_bytes = max_bytes
         self._session: Session | None = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -94,7 +99,13 @@ class LoadedFunction:
         if self._session is None:  # Variables start at their saved initial values
             self._session = Session(self.graph)
             self._session.state.update({v.name: v.attrs["value"] for v in self.graph.variables()})
-        values = self._session.run(list(self.graph.outputs), feeds)
+        if self.max_bytes is None:
+            values = self._session.run(list(self.graph.outputs), feeds)
+        else:
+            with MemoryLimit(self.max_bytes, " (mg.load's limit for this function): call it "
+                             "on fewer rows, or, if you trust the file, load it with a larger "
+                             "mg.load(path, max_bytes=...)"):
+                values = self._session.run(list(self.graph.outputs), feeds)
         return pack(self.structure, iter(values))
 
     def __str__(self) -> str:
@@ -201,8 +212,10 @@ def _encode_structure(tree: Any) -> Any:
 
 
 #: What a file may make ``mg.load`` allocate, all arrays together (each use of an array counts):
-#: the sizes are read from the arrays' headers and checked before any memory is taken. Pass
-#: ``max_bytes=`` to load a bigger model.
+#: the sizes are read from the arrays' headers and checked before any memory is taken. The same
+#: bound holds for the values its graph makes when it runs: all of them together, from their
+#: shapes, at load time (a size known only at run time counts as 1), and the values held at once,
+#: at run time. Pass ``max_bytes=`` to load a bigger model.
 MAX_BYTES = 1 << 30
 #: The largest graph.json read (a graph of about 100 000 nodes).
 MAX_JSON_BYTES = 64 << 20
@@ -226,7 +239,10 @@ def load(path: str | os.PathLike, *, max_bytes: int = MAX_BYTES,
     Nothing in the file is run or trusted while loading: every node's op must be in ``mg.OPS``
     and every attr must be of the kind its op declares (an index holds ints and slices, a dtype
     is a dtype name, ...; see ``mg.attrs``), array sizes are checked against ``max_bytes`` before
-    they are allocated, and nothing may nest deeper than ``MAX_DEPTH``. Every while_loop gets
+    they are allocated, and nothing may nest deeper than ``MAX_DEPTH``. The values the graph
+    makes when it runs must add up to at most ``max_bytes`` too, counting every node once (in
+    sub-graphs as well) and one row for each size known only at run time; the function checks
+    the values it holds at once against ``max_bytes`` again when called. Every while_loop gets
     ``max_iterations`` (``MAX_ITERATIONS`` by default; ``None``: no cap): a loop still running
     after that many iterations stops with an ``ExecutionError`` naming it.
     """
@@ -281,6 +297,7 @@ class _Reader:
                  max_iterations: int | None = MAX_ITERATIONS) -> None:
         self.where, self.archive, self.budget, self.max_bytes = where, archive, max_bytes, max_bytes
         self.max_iterations = max_iterations
+        self.values = 0  # bytes of the values the graph makes when it runs, so far
         names = archive.namelist()
         if len(names) > MAX_MEMBERS:
             raise SerializationError(_too_many(where, len(names)))
@@ -311,7 +328,7 @@ class _Reader:
         name = doc.get("name")
         name = name[:MAX_NAME] if isinstance(name, str) and name.isprintable() else "loaded"
         structure = self.structure(doc.get("structure"), len(graph.outputs))
-        return LoadedFunction(graph, name, structure)
+        return LoadedFunction(graph, name, structure, self.max_bytes)
 
     # --- the archive: .npy members, read by their headers first ---------------------------------
 
@@ -470,13 +487,8 @@ class _Reader:
             node = graph.add_node(op, tuple(inputs), attrs, name=name, source=source)
         except MinigraphError as e:
             raise self.error(f"{what} ({op}) cannot be rebuilt: {e}") from None
-        if node.dtype is not None and None not in node.shape:
-            size = math.prod(node.shape) * node.dtype.itemsize
-            if size > self.max_bytes:  # e.g. a broadcast_to or one_hot far larger than the file
-                raise self.error(f"{what} ({op}) would make a {S.format_shape(node.shape)} "
-                                 f"{node.dtype} array ({size:,} bytes) when it runs, more than "
-                                 f"max_bytes={self.max_bytes:,}; if you trust the file, pass a "
-                                 f"larger mg.load(path, max_bytes=...)")
+        if node.dtype is not None and op not in _READ_FROM_THE_FILE:
+            self.count_value(node, what)
         patches = _PATCH_ELEMENTS[op](node) if op in _PATCH_ELEMENTS else None
         if patches is not None and node.dtype is not None and \
                 patches * node.dtype.itemsize > self.max_bytes:
@@ -491,6 +503,25 @@ class _Reader:
                              f"{_name(recorded[1])} but its inputs and attrs give shape "
                              f"{rebuilt[0]} dtype {rebuilt[1]}: an array or the JSON was changed")
         return node
+
+    def count_value(self, node: Node, what: str) -> None:
+        """Add the bytes of ``node``'s value to the graph's total; refuse a file whose total is
+        over ``max_bytes`` (a size known only at run time counts as 1: one row of a batch)."""
+        size = math.prod(1 if d is None else d for d in node.shape) * node.dtype.itemsize
+        self.values += size
+        if self.values <= self.max_bytes:
+            return
+        rows = ", for one row where a size is known only at run time" if None in node.shape else ""
+        if size > self.max_bytes:  # e.g. a broadcast_to or one_hot far larger than the file
+            raise self.error(f"{what} ({node.op}) would make a {S.format_shape(node.shape)} "
+                             f"{node.dtype} array ({size:,} bytes{rows}) when it runs, more than "
+                             f"max_bytes={self.max_bytes:,}; if you trust the file, pass a "
+                             f"larger mg.load(path, max_bytes=...)")
+        raise self.error(f"the values its graph makes when it runs add up to {self.values:,} "
+                         f"bytes by {what} ({node.op}, {S.format_shape(node.shape)} "
+                         f"{node.dtype}{rows}), more than max_bytes={self.max_bytes:,} (every "
+                         f"node counts, however small each is); if you trust the file, pass a "
+                         f"larger mg.load(path, max_bytes=...)")
 
     def decode(self, value: Any, what: str, depth: int, level: int = 0) -> Any:
         """A JSON attr value as Python: tagged dicts become tuples, slices, arrays, graphs."""
@@ -624,6 +655,11 @@ def _spelled(name: str, twin: str) -> str:
     """The characters where two look-alike names differ, by their Unicode names."""
     odd = [c for c in dict.fromkeys(name + twin) if not c.isascii()]
     return ", ".join(f"{c} is U+{ord(c):04X} {unicodedata.name(c, '?')}" for c in odd[:3])
+
+
+#: Ops whose value is an array read from the file (counted against ``max_bytes`` as it is read)
+#: or fed by the caller: the values a graph makes are the others'.
+_READ_FROM_THE_FILE = frozenset({"constant", "variable", "capture", "placeholder"})
 
 
 def _elements(*sizes: int | None) -> int | None:
