@@ -1,0 +1,283 @@
+"""The course's site (`make site`), both editions, in headless Chromium.
+
+The site is built once (or taken from COURSE_SITE=<folder of a build>) and served on loopback;
+every page of both languages is opened once, and each check below reads what that visit saw:
+the page and its images load, nothing comes from the network, math is rendered by the site's own
+MathJax (no raw `$$` left), no internal link is broken (files and #anchors), and the language
+switch lands on the same page in the other language.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_FLAGS = [
+    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--disable-default-apps", "--no-default-browser-check",
+]
+MATHJAX_VERSION = "3.2.2"  # the Makefile's
+MATHJAX = ROOT / "build" / "mathjax" / "node_modules" / "mathjax" / "es5"
+SITE_PACKAGES = ("sphinx", "myst_nb", "sphinx_book_theme")
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+_missing = [name for name in SITE_PACKAGES if importlib.util.find_spec(name) is None]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (/usr/bin/chromium)"),
+    pytest.mark.skipif(bool(_missing) and not os.environ.get("COURSE_SITE"),
+                       reason=f"needs the site extra (pip install -e '.[site]'): no {_missing}"),
+    pytest.mark.skipif(not (MATHJAX / "tex-mml-chtml.js").exists() and not shutil.which("npm")
+                       and not os.environ.get("COURSE_SITE"),
+                       reason="needs npm to install MathJax (or `make site` run before)"),
+]
+
+
+def stems() -> list[str]:
+    return [p.stem for p in sorted((ROOT / "notebooks").glob("*.ipynb"))]
+
+
+def pages() -> list[str]:
+    """Every page of both editions, as paths in the site."""
+    out = ["index.html", "course.html", "run.html", "README.html",
+           "zh/index.html", "zh/run.html", "README.zh-CN.html"]
+    for stem in stems():
+        for folder in ("notebooks", "exercises", "zh/notebooks", "zh/exercises"):
+            out.append(f"{folder}/{stem}.html")
+    return out
+
+
+def counterpart(page: str) -> str:
+    """The same page in the other language."""
+    pairs = {"course.html": "zh/index.html", "run.html": "zh/run.html",
+             "README.html": "README.zh-CN.html", "index.html": "zh/index.html"}
+    if page.startswith("zh/notebooks/") or page.startswith("zh/exercises/"):
+        return page.removeprefix("zh/")
+    if page.startswith(("notebooks/", "exercises/")):
+        return "zh/" + page
+    if page == "zh/index.html":
+        return "course.html"
+    reverse = {zh: en for en, zh in pairs.items() if en != "index.html"}
+    return pairs.get(page) or reverse[page]
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    given = os.environ.get("COURSE_SITE")
+    if given:
+        return Path(given)
+    if not (MATHJAX / "tex-mml-chtml.js").exists():
+        subprocess.run(["npm", "install", "--prefix", str(ROOT / "build" / "mathjax"), "--no-save",
+                        "--no-audit", "--no-fund", "--no-package-lock",
+                        f"mathjax@{MATHJAX_VERSION}"], check=True, capture_output=True,
+                       timeout=300)
+    work = tmp_path_factory.mktemp("site")
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "site" / "build.py"), "--mathjax", str(MATHJAX),
+         "--out", str(work / "html"), "--stage", str(work / "stage")],
+        capture_output=True, text=True, timeout=900)
+    output = done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.returncode == 0, f"the site did not build:\n{output}"
+    warnings = "\n".join(line for line in done.stderr.splitlines() if "WARNING" in line)
+    assert not warnings, f"Sphinx warned (broken references, bad markup):\n{warnings[:4000]}"
+    return work / "html"
+
+
+@pytest.fixture(scope="module")
+def server(site):
+    handler = functools.partial(_QuietHandler, directory=str(site))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):  # no request log on stderr
+        pass
+
+
+@dataclass
+class Visit:
+    status: int = 0
+    failed: list[str] = field(default_factory=list)  # requests that failed or answered >= 400
+    outside: list[str] = field(default_factory=list)  # requests that left the site
+    broken_images: list[str] = field(default_factory=list)
+    images: int = 0
+    math: int = 0  # Sphinx math elements on the page
+    unrendered: int = 0  # of those, without MathJax output inside
+    rendered: int = 0  # MathJax output elements
+    raw_math: list[str] = field(default_factory=list)  # `$$` or `\(` left in the page's text
+    links: list[str] = field(default_factory=list)  # absolute hrefs of every <a>
+    switch: str | None = None  # where the language switch link went, after a click
+
+
+_PAGE_STATE = """async () => {
+  const images = [...document.images];
+  images.forEach(img => { img.loading = "eager"; });
+  const loaded = await Promise.all(images.map(img =>
+      img.decode().then(() => img.naturalWidth > 0, () => false)));
+  if (document.querySelector(".math") && window.MathJax && MathJax.startup) {
+      await MathJax.startup.promise;
+  }
+  const math = [...document.querySelectorAll("span.math, div.math")];
+  const clone = document.body.cloneNode(true);
+  clone.querySelectorAll("pre, code, script, style, mjx-container").forEach(e => e.remove());
+  return {
+    images: images.length,
+    broken: images.filter((img, k) => !loaded[k]).map(img => img.getAttribute("src")),
+    math: math.length,
+    unrendered: math.filter(e => !e.querySelector("mjx-container")).length,
+    rendered: document.querySelectorAll("mjx-container").length,
+    text: clone.innerText,
+    links: [...document.querySelectorAll("a[href]")].map(a => a.href),
+  };
+}"""
+
+
+@pytest.fixture(scope="module")
+def visits(server, tmp_path_factory) -> dict[str, Visit]:
+    """Every page, opened once; then its language switch, clicked."""
+    result: dict[str, Visit] = {}
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    with playwright_api.sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            str(profile), executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_FLAGS,
+            viewport={"width": 1200, "height": 900})
+        try:
+            page = context.new_page()
+            current: list[Visit] = []
+
+            def on_request(request):
+                if current and not request.url.startswith(server) and \
+                        not request.url.startswith(("data:", "blob:", "about:")):
+                    current[0].outside.append(request.url)
+
+            def on_failed(request):
+                if current:
+                    current[0].failed.append(f"{request.url} ({request.failure})")
+
+            def on_response(response):
+                if current and response.status >= 400:
+                    current[0].failed.append(f"{response.url} (HTTP {response.status})")
+
+            page.on("request", on_request)
+            page.on("requestfailed", on_failed)
+            page.on("response", on_response)
+            for name in pages():
+                visit = Visit()
+                current[:] = [visit]
+                response = page.goto(server + name, wait_until="load", timeout=60_000)
+                visit.status = response.status if response else 0
+                state = page.evaluate(_PAGE_STATE)
+                visit.images, visit.broken_images = state["images"], state["broken"]
+                visit.math, visit.unrendered = state["math"], state["unrendered"]
+                visit.rendered, visit.links = state["rendered"], state["links"]
+                visit.raw_math = re.findall(r".{0,30}(?:\$\$|\\\(|\\\[).{0,30}", state["text"])
+                current[:] = []  # what the switch's page loads is checked on its own visit
+                switch = page.locator("a.course-lang-switch")
+                if switch.count() == 1:
+                    switch.click()
+                    page.wait_for_load_state("domcontentloaded")
+                    visit.switch = page.url.removeprefix(server)
+                result[name] = visit
+        finally:
+            context.close()
+    return result
+
+
+def test_every_page_and_its_images_load_from_the_site_alone(visits):
+    problems = [f"{name}: HTTP {v.status}" for name, v in visits.items() if v.status != 200]
+    problems += [f"{name}: {url}" for name, v in visits.items() for url in v.failed]
+    problems += [f"{name}: image {src} did not load" for name, v in visits.items()
+                 for src in v.broken_images]
+    problems += [f"{name}: fetched from the network: {url}" for name, v in visits.items()
+                 for url in v.outside]
+    assert not problems, "\n".join(problems[:40])
+    assert sum(v.images for v in visits.values()) > 0, "no page has an image (drawings, plots)"
+
+
+def test_every_lesson_page_shows_its_drawings_and_plots(site):
+    """The lessons' SVG drawings and PNG plots are on their pages, in both languages."""
+    for stem in ("01_computation_graphs", "00_setup"):
+        for prefix in ("", "zh/"):
+            text = (site / prefix / "notebooks" / f"{stem}.html").read_text(encoding="utf-8")
+            images = re.findall(r'<img[^>]+src="([^"]+)"', text)
+            assert images, f"{prefix}notebooks/{stem}.html shows no image"
+
+
+def test_math_is_rendered_by_the_sites_own_mathjax(visits, site):
+    problems = [f"{name}: {v.unrendered} of {v.math} formulas not rendered"
+                for name, v in visits.items() if v.unrendered]
+    problems += [f"{name}: raw TeX left in the text: {m!r}" for name, v in visits.items()
+                 for m in v.raw_math]
+    assert not problems, "\n".join(problems[:40])
+    with_math = [name for name, v in visits.items() if v.math]
+    assert "notebooks/01_computation_graphs.html" in with_math
+    assert "zh/notebooks/01_computation_graphs.html" in with_math
+    assert all(visits[name].rendered for name in with_math)
+    head = (site / "notebooks" / "01_computation_graphs.html").read_text(encoding="utf-8")
+    scripts = re.findall(r'<script[^>]+src="([^"]*mathjax[^"]*)"', head, re.I)
+    assert scripts and all("://" not in s for s in scripts), f"MathJax from {scripts}"
+
+
+@functools.cache
+def _ids(path: Path) -> frozenset[str]:
+    return frozenset(re.findall(r'\bid="([^"]+)"', path.read_text(encoding="utf-8")))
+
+
+def test_no_internal_link_is_broken(visits, server, site):
+    problems = []
+    for name, visit in visits.items():
+        for href in visit.links:
+            if not href.startswith(server):
+                continue
+            parts = urlsplit(href)
+            target = site / unquote(parts.path).lstrip("/")
+            if target.is_dir():
+                target = target / "index.html"
+            if not target.is_file():
+                problems.append(f"{name}: {href} -> no such file")
+            elif parts.fragment and target.suffix == ".html" and \
+                    unquote(parts.fragment) not in _ids(target):
+                problems.append(f"{name}: {href} -> no #{parts.fragment} in {target.name}")
+    assert not problems, "\n".join(sorted(set(problems))[:40])
+
+
+def test_the_language_switch_lands_on_the_same_page_in_the_other_language(visits):
+    problems = []
+    for name, visit in visits.items():
+        want = counterpart(name)
+        if visit.switch is None:
+            problems.append(f"{name}: no language switch")
+        elif visit.switch != want:
+            problems.append(f"{name}: the switch went to {visit.switch}, expected {want}")
+    assert not problems, "\n".join(problems)
+
+
+def test_notebook_pages_link_their_source_and_the_run_page(visits, server):
+    for name, visit in visits.items():
+        if name.split("/")[-2:-1] in (["notebooks"], ["exercises"]):
+            source = server + "_sources/" + name.removesuffix(".html") + ".ipynb"
+            assert source in visit.links, f"{name}: no link to its notebook file"
+            run = server + ("zh/run.html" if name.startswith("zh/") else "run.html")
+            assert run in visit.links, f"{name}: no link to the run-it page"
