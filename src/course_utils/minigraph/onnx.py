@@ -193,12 +193,9 @@ def _compare(op_type: str, negate: bool = False) -> Exporter:
     def write(ctx: ExportContext, node: Node) -> None:
         common = S.result_dtype(*(x.dtype for x in node.inputs))
         args = [ctx.value(x, common) for x in node.inputs]
-        if negate:
-            args = [ctx.emit(op_type, args, node, output=ctx.fresh(f"{node.name}_not"))]
-            op_type_ = "Not"
-        else:
-            op_type_ = op_type
-        ctx.emit(op_type_, args, node)
+        if negate:  # not_equal is Not(Equal(x, y)): ONNX has no NotEqual
+            args = [ctx.emit(op_type, args, node, output=ctx.fresh(f"{node.name}_equal"))]
+        ctx.emit("Not" if negate else op_type, args, node)
     return write
 
 
