@@ -32,7 +32,8 @@ Variable is saved with its initial value: to ship trained weights, trace a funct
 captures them. Loading checks everything and raises ``SerializationError`` saying what is wrong:
 the zip's members, the JSON (no NaN, no key given twice), every node's name (a Python identifier
 as Python reads it, no look-alike of another node's), op and attrs, each array's header before
-its data, and what each node would allocate when it runs.
+its data, and what the values its graph makes add up to when it runs; a loaded function checks
+that again when called, and its loops stop after ``max_iterations``.
 
 NB: a TensorFlow SavedModel is a GraphDef protobuf plus variable checkpoints; TorchScript's
 ``.pt`` is a zip of code, a pickle of the module's structure, and tensors.
