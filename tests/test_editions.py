@@ -7,6 +7,7 @@ code in full, and its summary lines come out in Chinese.
 """
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -37,6 +38,30 @@ def test_every_lesson_and_exercise_has_its_zh_notebook():
         chinese = sorted(p.name for p in (ROOT / "zh" / folder).glob("*.ipynb"))
         differ = set(english) ^ set(chinese)
         assert chinese == english, f"zh/{folder}/ and {folder}/ differ: {differ}"
+
+
+def test_the_readmes_link_each_other_the_site_and_every_zh_lesson():
+    english = (ROOT / "README.md").read_text(encoding="utf-8")
+    chinese = (ROOT / "README.zh-CN.md").read_text(encoding="utf-8")
+    assert "](README.zh-CN.md)" in english and "](README.md)" in chinese
+    assert "make site" in english and "make site" in chinese
+    links = re.findall(r"\]\(([^)#]+)\)", chinese)
+    missing = [link for link in links if "://" not in link and not (ROOT / link).exists()]
+    assert not missing, f"README.zh-CN.md links to files that do not exist: {missing}"
+    for stem in STEMS:
+        for folder in ("zh/notebooks", "zh/exercises", "solutions"):
+            assert f"({folder}/{stem}.ipynb)" in chinese, f"{folder}/{stem} is not on the zh map"
+    # every anchor the notebooks link to in the English README exists in the Chinese one
+    for anchor in set(re.findall(r"README\.md#([\w-]+)", chinese + _all_markdown())):
+        assert f'<a id="{anchor}"></a>' in chinese, f"README.zh-CN.md has no #{anchor}"
+
+
+def _all_markdown() -> str:
+    texts = []
+    for path in sorted((ROOT / "zh" / "translations").glob("*.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        texts += [entry["zh"] for part in data.values() for entry in part.values()]
+    return "\n".join(texts)
 
 
 # --- the checker on a synthetic lesson ----------------------------------------------------------
