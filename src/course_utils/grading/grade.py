@@ -16,8 +16,10 @@ import argparse
 import contextlib
 import copy
 import ctypes
+import dataclasses
 import hashlib
 import json
+import re
 import sys
 import threading
 from collections.abc import Sequence
@@ -64,8 +66,16 @@ GRADER = Path(__file__).resolve().parent  # course_utils/grading: this code and 
 #: budget: a notebook's whole run gets every cell's timeout for that many cells, no more.
 EXTRA_CELLS = 20
 #: Largest submission file read (outputs included), and most source code in its code cells.
-MAX_FILE_BYTES = 256 * 2**20
+MAX_FILE_BYTES = 64 * 2**20
 MAX_SOURCE_CHARS = 4 * 2**20
+#: Bounds on a submission's JSON, checked on its bytes before it is parsed: how deep lists and
+#: objects nest, and how many values (containers and items) it holds. A notebook of this course
+#: nests about 6 deep and holds a few thousand values; 40 MB of ``[],`` (13 million lists) took
+#: 3 GB of the grader's memory to parse.
+MAX_JSON_DEPTH = 64
+MAX_JSON_VALUES = 1_000_000
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 
 
 class CourseGuard:
@@ -192,6 +202,8 @@ def grade_notebook(path: str | Path, solutions: str | Path, *, timeout: float = 
         restored = restore_checks(nb, reference)
         code = code_cells(restored.notebook)
         labels = restored.labels()
+        limits = _cpu_limited(limits, time_budget(len(code_cells(reference)) + EXTRA_CELLS,
+                                                  timeout))
         results, report.notes = run_notebook(
             restored.notebook, timeout, canonical_path.name, sandbox=sandbox, limits=limits,
             hidden=[solutions, answer_key.folder(solutions), *hidden], labels=labels,
@@ -375,13 +387,19 @@ def _read_notebook(path: Path, links: bool = True) -> NotebookNode:
             raise ValueError("the submission is not a regular file; it was not read")
         size = path.stat().st_size
         if size > MAX_FILE_BYTES:
-            raise ValueError(f"the file is too big to grade ({size / 2**20:.0f} MB; at most "
+            raise ValueError(f"{path.name} is too big to grade ({size / 2**20:.0f} MB; at most "
+                             f"{MAX_FILE_BYTES / 2**20:.0f} MB): clear its outputs and submit "
+                             "it again")
+        with open(path, "rb") as f:
+            data = f.read(MAX_FILE_BYTES + 1)  # it may have grown since
+        if len(data) > MAX_FILE_BYTES:
+            raise ValueError(f"{path.name} is too big to grade (over "
                              f"{MAX_FILE_BYTES / 2**20:.0f} MB)")
-        data = path.read_bytes()
     except OSError as e:
         raise ValueError(f"cannot read the file: {e.strerror or e}") from None
     if not data.strip():
         raise ValueError("the file is empty, not a notebook")
+    _check_json_bounds(data, path.name)
     try:
         text = data.decode("utf-8")
         json.loads(text)
@@ -404,6 +422,38 @@ def _read_notebook(path: Path, links: bool = True) -> NotebookNode:
         raise ValueError(f"the notebook holds too much code to grade ({code / 2**20:.1f} MB of "
                          f"source; at most {MAX_SOURCE_CHARS / 2**20:.0f} MB)")
     return nb
+
+
+def _check_json_bounds(data: bytes, name: str) -> None:
+    """ValueError naming the file if its JSON nests deeper than ``MAX_JSON_DEPTH`` or holds
+    more than ``MAX_JSON_VALUES`` values; from the bytes, before anything is parsed, in time and
+    memory proportional to the file. Strings are left out first (brackets in code do not
+    count); malformed JSON passes, for the parser to describe."""
+    bare = _JSON_STRING.sub(b'""', data)
+    values = bare.count(b",") + bare.count(b"[") + bare.count(b"{")
+    if values > MAX_JSON_VALUES:
+        raise ValueError(f"{name} is not a notebook this grader reads: its JSON holds over "
+                         f"{values:,} values (at most {MAX_JSON_VALUES:,}); clear its outputs "
+                         "and submit it again")
+    brackets = bare.translate(None, delete=_NOT_BRACKETS)
+    for _ in range(MAX_JSON_DEPTH + 1):  # each round removes the innermost level
+        if not brackets:
+            return
+        fewer = brackets.replace(b"[]", b"").replace(b"{}", b"")
+        if len(fewer) == len(brackets):
+            return  # unbalanced: not JSON, which the parser reports
+        brackets = fewer
+    raise ValueError(f"not a notebook: its JSON is nested too deeply ({name}: more than "
+                     f"{MAX_JSON_DEPTH} levels)")
+
+
+def _cpu_limited(limits: Limits | None, budget: float) -> Limits:
+    """``limits`` with a CPU-time limit (``RLIMIT_CPU``, per process, all its threads) of the
+    notebook's time budget, unless one is set: an honest notebook uses a small part of it."""
+    limits = limits or Limits()
+    if limits.cpu_seconds is None:
+        limits = dataclasses.replace(limits, cpu_seconds=int(budget))
+    return limits
 
 
 #: The solutions notebooks as ``main`` read them before grading anything: a submission graded
@@ -499,6 +549,23 @@ def _canonicals(todo: list[tuple[Path, str, bool]], solutions: Path, forced: Pat
     return list(found)
 
 
+def _others(todo: list[tuple[Path, str, bool]], solutions: Path) -> str:
+    """Why grading ``todo`` without the sandbox needs ``--trust-submissions`` ("" if it does
+    not): more than one learner, or a notebook outside the course that holds ``solutions`` (a
+    learner's own checkout, whose exercises, solutions and copies they may grade as they like)."""
+    learners = sorted({learner for _, learner, _ in todo})
+    if len(learners) > 1:
+        return f"these are the notebooks of {len(learners)} learners"
+    course = solutions.resolve().parent
+    if not (course / "pyproject.toml").is_file():
+        course = bwrap.course_root() or course
+    for path, _, _ in todo:
+        with contextlib.suppress(OSError, RuntimeError):
+            if course not in path.resolve().parents:
+                return f"{path} is not in this course's folder ({course})"
+    return ""
+
+
 def _harden() -> None:
     """Keep processes of the same user out of ``/proc/<grader>/fd`` (no fake lines written to
     the grader's output through ``/proc/<pid>/fd/1``; root is not kept out, the sandbox is), and
@@ -557,6 +624,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     group.add_argument("--no-sandbox", dest="sandbox", action="store_false",
                        help="run kernels as plain processes (still in their own session, with "
                        "limits, and cleaned up)")
+    parser.add_argument("--trust-submissions", action="store_true",
+                        help="without the sandbox, grade several learners' notebooks, or any "
+                        "outside this course, anyway (their code runs with your rights)")
     classroom.add_arguments(parser)  # --roster, --canvas, --resume, --threads, --device
     args = parser.parse_args(argv)
     if args.timeout <= 0:
@@ -604,6 +674,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     jobs = max(1, args.jobs)
     if not sandbox:
         why = "--no-sandbox" if args.sandbox is False else bwrap.why_not_available()
+        untrusted = _others(todo, solutions)
+        if untrusted and not args.trust_submissions:
+            print(f"error: not graded: {untrusted}, and there is no sandbox ({why}). Without "
+                  "it a submission's code runs with your rights: a process it leaves running "
+                  "can change the next learner's grade, a sitecustomize.py or .pth file it "
+                  "plants runs in every later Python, and a change it makes to the solutions "
+                  "while another learner is graded scores that learner 'tampered'. Grade with "
+                  "the sandbox (README, 'Grading a class'), or pass --trust-submissions if you "
+                  "trust every submission", file=sys.stderr)
+            return 2
         print(f"warning: grading is not isolated ({why}): a submission's code runs with your "
               "rights and can read and write your files; see README, 'Grading a class'",
               file=sys.stderr)
@@ -649,6 +729,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return NotebookReport(_printable(str(path)), _printable(learner), "", [],  # goes on
                                   error=f"the grader failed on this file: {type(e).__name__}: "
                                   f"{e}")
+        finally:  # one at a time without the sandbox: what is left below us is this one's
+            if not sandbox:
+                kill_descendants(keep=before)
 
     before = descendants()
     try:

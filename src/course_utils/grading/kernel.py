@@ -55,6 +55,16 @@ GiB = 2**30
 MAX_ERROR_CHARS = 64 * 1024
 #: The environment variable that marks a kernel's processes, to find any that escaped.
 RUN_MARK = "COURSE_GRADE_RUN"
+#: The only variables a kernel gets from the grader's environment (besides ``LC_*``): where
+#: programs are, the language, the thread counts, the GPUs to use and the course's own settings.
+#: Everything else (tokens, keys, the grader's paths) stays out of the learner's reach.
+ENVIRONMENT = frozenset({
+    "PATH", "LANG", "LANGUAGE", "TZ", "TERM", "LD_LIBRARY_PATH",
+    "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS", "BLIS_NUM_THREADS", "TF_NUM_INTRAOP_THREADS",
+    "TF_NUM_INTEROP_THREADS", "XLA_FLAGS", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
+    "COURSE_DEVICE", "COURSE_VIZ_RENDERER",
+})
 
 
 @dataclass
@@ -68,6 +78,7 @@ class Limits:
     disk_bytes: int | None = 4 * GiB  # all files in the kernel's folders (its /tmp when sandboxed)
     open_files: int | None = 4096
     output_bytes: int = 2**20  # output kept per cell; the rest is dropped with a note
+    cgroups: bool = True  # cgroups for the process and memory limits, where they can be made
 
 
 @dataclass
@@ -146,7 +157,7 @@ class Kernel:
         self.started_s = 0.0
         self.token = secrets.token_hex(12)  # marks every process of this kernel (environment)
         self._next_state_check = 0.0
-        self.cgroup = ""  # the kernel's pids cgroup (root), which its supervisor made
+        self.cgroups: list[str] = []  # the kernel's cgroups (root), which its supervisor made
         #: Requests answered more than once: the first answer was forged by code in the kernel
         #: (a learner's function can send an execute_reply for the check that calls it).
         self.forged: set[str] = set()
@@ -190,7 +201,8 @@ class Kernel:
         config = {"command": command, "cwd": str(work), "env": env, "limits": limits,
                   "log": str(self.folder / "kernel.log"), "folder": str(self.folder),
                   "memory_bytes": self.limits.memory_bytes,
-                  "disk_bytes": self.limits.disk_bytes, "processes": self.limits.processes}
+                  "disk_bytes": self.limits.disk_bytes, "processes": self.limits.processes,
+                  "cgroups": self.limits.cgroups}
         self.supervisor = subprocess.Popen(
             [sys.executable, "-m", "course_utils.grading.supervise"], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1,
@@ -208,8 +220,17 @@ class Kernel:
         self.started_s = time.monotonic() - t0
 
     def _environment(self, work: Path) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("PYTEST_", "JPY_", "JUPYTER_", "IPYKERNEL_", "COV_"))}
+        """The kernel's environment, built from scratch: the grader's values of the names in
+        ``ENVIRONMENT`` (and ``LC_*``), a private home folder and temporary folder, and the
+        kernel's own settings; nothing else of the grader's shell (tokens, keys, paths)."""
+        env = {k: v for k, v in os.environ.items() if k in ENVIRONMENT or k.startswith("LC_")}
+        env.setdefault("PATH", os.defpath)
+        venv_bin = str(Path(sys.executable).parent)  # the course's tools (jupyter, course-grade)
+        if venv_bin not in env["PATH"].split(os.pathsep):
+            env["PATH"] = venv_bin + os.pathsep + env["PATH"]
+        # The kernel imports the grader's own course_utils (the probes and checks talk to it),
+        # however the grader found it (an editable install, or PYTHONPATH).
+        env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
         mpl = work / ".matplotlib"
         mpl.mkdir()
         cache = _font_cache()
@@ -223,9 +244,10 @@ class Kernel:
         if self.sandbox:
             env.update({"HOME": "/tmp/home", "TMPDIR": "/tmp"})
         else:
-            tmp = work / ".tmp"
+            tmp, home = work / ".tmp", work / ".home"
             tmp.mkdir()
-            env["TMPDIR"] = str(tmp)
+            home.mkdir()
+            env.update({"HOME": str(home), "TMPDIR": str(tmp)})
         from course_utils.grading.classroom import KERNEL_ENV  # course-grade --threads/--device
         env.update(KERNEL_ENV)
         env.update(self.extra_env)
@@ -291,7 +313,8 @@ class Kernel:
                     else f"the kernel died (exit code {code})"
             elif word == "memory":
                 limit = (self.limits.memory_bytes or 0) / GiB
-                self.lost = f"the kernel used more than {limit:g} GiB of memory and was stopped"
+                self.lost = (f"the kernel used more than {limit:g} GiB of memory (its processes, "
+                             "and files held in memory) and was stopped")
             elif word == "disk":
                 limit = (self.limits.disk_bytes or 0) / GiB
                 self.lost = (f"the kernel wrote more than {limit:g} GiB of files (or 100,000 "
@@ -299,7 +322,14 @@ class Kernel:
             elif word == "failed":
                 self.lost = f"the kernel could not be started: {rest}"
             elif word == "cgroup":
-                self.cgroup = rest
+                self.cgroups.append(rest)
+            elif word == "cpu":
+                limit = self.limits.cpu_seconds or 0
+                self.lost = (f"the kernel used more than {limit:g} s of CPU time (all its threads "
+                             "together) and was stopped")
+            elif word == "hidden":
+                self.lost = ("a process of the kernel hid its open files from the grader's "
+                             "memory watch (it made itself non-dumpable) and was stopped")
             elif word == "cleaned":
                 self.cleaned = int(rest) if rest.isdigit() else None
                 self.lost = self.lost or "the kernel stopped"
@@ -501,8 +531,8 @@ class Kernel:
         # supervisor first) still carries this kernel's mark in its environment, and is still in
         # the kernel's cgroup (root), which goes once it is empty.
         kill_marked(self.token)
-        if self.cgroup:
-            _empty_cgroup(self.cgroup)
+        for folder in self.cgroups:
+            _empty_cgroup(folder)
 
     def close(self) -> None:
         """Kill the kernel and its processes, close the sockets, delete the private folder."""

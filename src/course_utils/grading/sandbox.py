@@ -1,11 +1,22 @@
-"""``course-grade --sandbox``: run a learner's kernel under bubblewrap.
+"""``course-grade --sandbox``: a learner's kernel under bubblewrap sees what a learner has, no more.
 
 ``bwrap`` (Debian package ``bubblewrap``) starts the kernel in new namespaces, without root and
-without a daemon. Inside the sandbox:
+without a daemon. The kernel's file system is built from an allow-list, read-only, on an empty
+root:
 
-- the whole file system is read-only (so the course, its check sources, this grader and the
-  virtualenv cannot be changed), and the home folder, the course's ``solutions/`` and the
-  submissions being graded are hidden (empty);
+- the system (``/usr``, ``/bin``, ``/lib*``, ``/sbin``, ``/etc``, ``/sys``, and ``/nix`` where it
+  exists), a fresh ``/dev`` (plus the GPUs' device nodes) and ``/proc``;
+- the Python that runs the kernel, the virtualenv and the folders its ``sys.path`` needs
+  (wherever they live, the home folder included);
+- the *release view* of the course the grader belongs to (``RELEASE_VIEW``: ``notebooks/``,
+  ``exercises/``, ``src/`` and the set-up files a learner gets), wherever it is checked out.
+
+Nothing else exists inside: not the course's ``.git``, ``tests/`` (whose fixtures hold right
+answers), ``solutions/``, ``benchmarks/``, ``.ci`` or CI files; not the class folder (other
+learners' notebooks) nor the grader's outputs; not the home folder, ``/srv``, ``/opt``, ``/mnt``,
+``/var`` or ``/run``. Paths in ``hidden`` that lie inside a visible folder (a class folder inside
+``exercises/``) are covered by an empty one.
+
 - ``/tmp`` (and ``/var/tmp``, ``/dev/shm``) is a private, empty, writable folder of the
   kernel's own; the only other writable folders are the kernel's working folder and the folder
   of its Jupyter sockets (``ipc`` transport: unix sockets work across the network namespace;
@@ -16,6 +27,7 @@ without a daemon. Inside the sandbox:
   process ends, the kernel of Linux kills every other), its own IPC and host name, a new session
   (no terminal to inject keystrokes into), no capabilities, and it dies with its parent.
 
+The environment is the grader's business too: ``kernel.py`` builds it from an allow-list.
 Works as root and as a normal user (unprivileged user namespaces; or a setuid ``bwrap``).
 """
 
@@ -29,6 +41,15 @@ import subprocess
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+
+#: The system folders every program needs, bound read-only (a symbolic link, as ``/bin`` is on
+#: a merged-/usr system, is recreated as the same link).
+SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys", "/nix")
+#: What the kernel sees of the course: what a learner already has (a release, see
+#: ``build.RELEASE_ITEMS``) less ``benchmarks/``, plus the exercise notebooks. Never
+#: ``solutions/``, ``tests/``, ``.git``, ``.ci`` or an answer key.
+RELEASE_VIEW = ("notebooks", "exercises", "src", "jupyter", "docs", "README.md",
+                "pyproject.toml", "environment.yml", "Makefile", "LICENSE")
 
 
 @functools.cache
@@ -59,6 +80,8 @@ def why_not_available() -> str:
 def _existing(paths: Iterable[str | Path]) -> list[Path]:
     out: list[Path] = []
     for p in paths:
+        if not p:  # "" in sys.path: the current folder, never bound
+            continue
         try:
             path = Path(p).resolve()
         except (OSError, RuntimeError):
@@ -77,23 +100,55 @@ def _outermost(paths: list[Path]) -> list[Path]:
     return [p for p in paths if not any(o != p and _inside(p, o) for o in paths)]
 
 
+def course_root() -> Path | None:
+    """The checkout of the course this grader belongs to (the folder above ``src/`` holding
+    ``pyproject.toml``), or None for a package installed elsewhere."""
+    package = Path(__file__).resolve().parents[2]  # .../src (or site-packages)
+    return package.parent if (package.parent / "pyproject.toml").is_file() else None
+
+
+def visible_paths() -> list[Path]:
+    """Every folder or file bound into the sandbox besides the system's, outermost only: the
+    interpreter, the virtualenv, the ``sys.path`` entries, and the course's release view. A
+    ``sys.path`` entry inside the course (or holding it: the current folder, pytest's root) is
+    shown only where it lies in the release view or the virtualenv."""
+    prefixes = _existing([sys.prefix, sys.base_prefix, sys.exec_prefix])
+    course = course_root()
+    view = _existing([course / item for item in RELEASE_VIEW]) if course is not None else []
+    if course is None:
+        view = _existing([Path(__file__).resolve().parents[2]])
+    paths = list(prefixes)
+    for entry in _existing(sys.path):
+        if course is not None and (_inside(course, entry) or _inside(entry, course)) and not any(
+                _inside(entry, allowed) for allowed in prefixes + view):
+            continue
+        paths.append(entry)
+    system = [Path(s) for s in SYSTEM]
+    paths = [p for p in paths if not any(_inside(p, s) for s in system)]
+    return _outermost(_existing([*paths, *view]))
+
+
 def wrap(command: list[str], *, writable: Iterable[Path], hidden: Iterable[Path],
          cwd: Path, scratch: Path | None = None) -> list[str]:
     """``command`` run inside a bubblewrap sandbox (see the module docstring).
 
     ``writable`` folders are bound read-write at the same paths; ``hidden`` folders (or files)
-    are replaced by an empty, read-only one. ``scratch`` (a folder of the grader's, whose size
-    the supervisor watches) holds the sandbox's ``/tmp`` (also ``/var/tmp``) and ``/dev/shm``;
-    without it they are tmpfs, in memory the watchdog does not see. The Python that runs the
-    kernel, the virtualenv and every ``sys.path`` entry stay visible even when they live in
-    the hidden home folder.
+    that lie inside a visible folder are replaced by an empty, read-only one (nothing else is
+    there to hide). ``scratch`` (a folder of the grader's, whose size the supervisor watches)
+    holds the sandbox's ``/tmp`` (also ``/var/tmp``) and ``/dev/shm``; without it they are tmpfs,
+    in memory the watchdog does not see.
     """
     bwrap = bwrap_path()
     if bwrap is None:
         raise RuntimeError(why_not_available())
     args = [bwrap, "--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL",
-            "--hostname", "course-grade", "--ro-bind", "/", "/", "--dev", "/dev",
-            "--proc", "/proc", "--tmpfs", "/run", "--remount-ro", "/run"]
+            "--hostname", "course-grade"]
+    for name in SYSTEM:
+        if os.path.islink(name):
+            args += ["--symlink", os.readlink(name), name]
+        elif os.path.isdir(name):
+            args += ["--ro-bind", name, name]
+    args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/run", "--remount-ro", "/run"]
     if scratch is not None:
         for name in ("tmp", "shm"):
             (scratch / name).mkdir(exist_ok=True)
@@ -101,32 +156,17 @@ def wrap(command: list[str], *, writable: Iterable[Path], hidden: Iterable[Path]
                  "/var/tmp", "--bind", str(scratch / "shm"), "/dev/shm"]
     else:
         args += ["--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]
+    visible = visible_paths()
+    for path in visible:  # after /tmp: a course or virtualenv under /tmp is bound inside it
+        args += ["--ro-bind", str(path), str(path)]
     read_only = ["/run"]
-    package = Path(__file__).resolve().parents[2]
-    keep = _outermost(_existing([sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path,
-                                 package]))
-    # A course (or its virtualenv) that lives under /tmp, as a CI checkout may, would vanish
-    # behind the private /tmp: bind it back read-only, as it is everywhere else. Hidden folders
-    # inside it (solutions/) are hidden again below.
-    course = package.parent if (package.parent / "pyproject.toml").is_file() else package
-    private = [Path(p).resolve() for p in ("/tmp", "/var/tmp", "/dev/shm") if os.path.isdir(p)]
-    for needed in _outermost(_existing([*keep, course])):
-        if any(_inside(needed, p) for p in private):
-            args += ["--ro-bind", str(needed), str(needed)]
-    home = Path(os.path.expanduser("~")).resolve()
-    hide = _existing(hidden)
-    if home != Path("/") and home.is_dir():
-        hide.append(home)
-    for path in sorted(set(hide), key=lambda p: len(p.parts)):  # outer folders first
+    cover = [p for p in _existing(hidden) if any(_inside(p, v) for v in visible)]
+    for path in sorted(set(cover), key=lambda p: len(p.parts)):  # outer folders first
         if path.is_dir():
             args += ["--tmpfs", str(path)]
             read_only.append(str(path))
         else:
             args += ["--ro-bind", "/dev/null", str(path)]
-        # What the kernel needs from a hidden folder is bound back, read-only (a deeper hidden
-        # folder, such as solutions/ in a course under the home folder, is hidden again after).
-        args += [a for needed in keep if needed != path and _inside(needed, path)
-                 for a in ("--ro-bind", str(needed), str(needed))]
     # GPUs: the fresh /dev has no device nodes; bind the NVIDIA and DRM ones that exist, so a
     # course on a GPU machine grades on the GPU too.
     for device in sorted(glob.glob("/dev/nvidia*")) + [d for d in ("/dev/dri",)
@@ -136,5 +176,5 @@ def wrap(command: list[str], *, writable: Iterable[Path], hidden: Iterable[Path]
         args += ["--bind", str(folder), str(folder)]
     for folder in read_only:  # after everything is mounted inside them
         args += ["--remount-ro", folder]
-    args += ["--chdir", str(cwd), "--"]
+    args += ["--remount-ro", "/", "--chdir", str(cwd), "--"]
     return args + command

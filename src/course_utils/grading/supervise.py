@@ -13,14 +13,20 @@ environment, limits); the supervisor then
 3. starts the kernel in a new session, with resource limits (CPU seconds, open files, file size,
    no core files, a process count), stdin from ``/dev/null`` and stdout/stderr to a log file (the
    kernel never holds a pipe of the grader's), and with every other descriptor closed;
-4. watches the memory of the whole tree (resident set size, summed) and the disk used by the
-   kernel's folder (its working folder, its ``/tmp`` in the sandbox, its log), and kills the
-   tree past either limit; and reports on its stdout, one line each: ``started <pid>``,
-   ``exited <code>``, ``memory <bytes>``, ``disk <bytes>``, ``cleaned <n>``.
+4. watches the memory of the whole tree (resident set size, summed, plus the memory-backed
+   files it holds open: memfd, ``/dev/shm``) and the disk used by the kernel's folder (its
+   working folder, its ``/tmp`` in the sandbox, its log), and kills the tree past either limit;
+   and reports on its stdout, one line each: ``started <pid>``, ``cgroup <folder>``,
+   ``exited <code>``, ``memory <bytes>``, ``cpu <seconds>``, ``hidden``, ``disk <bytes>``,
+   ``cleaned <n>``.
 
 The process limit (``RLIMIT_NPROC``) does not bind root. Run as root, the supervisor puts the
-kernel in a cgroup of its own with a ``pids.max`` where the pids controller is writable (cgroup
-v1 or v2), so that a fork bomb meets the limit before it meets the machine's.
+kernel in cgroups of its own (v1 or v2, where the controllers are writable): ``pids.max``, so
+that a fork bomb meets the limit before it meets the machine's, and a memory limit, which also
+counts memory in no process's resident set (memfd, shared memory, tmpfs pages). Without a
+memory cgroup (a normal user), the watchdog counts the memory-backed files the tree holds open;
+memory hidden further (a file mapped and closed) is not seen, and the sandbox's private ``/tmp``
+lives on the grader's disk, under ``--disk``.
 
 It stops when its stdin closes (the grader is done, or died: ``PR_SET_PDEATHSIG`` also sends it
 SIGTERM), or when the kernel exits; either way it first kills every process in its tree (stop
@@ -34,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import glob
 import json
 import os
 import resource
@@ -60,52 +67,146 @@ def _prctl(option: int, value: int) -> bool:
         return False
 
 
-def pids_cgroup(name: str, limit: int) -> str | None:
-    """A new cgroup with ``pids.max = limit``, for root (whom RLIMIT_NPROC does not bind);
-    its ``cgroup.procs`` path, or None where there is no writable pids controller."""
-    if os.geteuid() != 0 or not limit:
-        return None
+def _write(path: str, value: str) -> None:
+    with open(path, "w") as f:
+        f.write(value)
+
+
+def _settings(controller: str, v2: bool, limit: int) -> list[tuple[str, str, bool]]:
+    """(file, value, required) to write into a kernel's cgroup for one controller."""
+    if controller == "pids":
+        return [("pids.max", str(limit), True)]
+    if v2:  # no swap either: memory pushed to swap would be memory no limit sees
+        return [("memory.max", str(limit), True), ("memory.swap.max", "0", False)]
+    return [("memory.limit_in_bytes", str(limit), True),
+            ("memory.memsw.limit_in_bytes", str(limit), False)]
+
+
+def make_cgroups(name: str, processes: int | None, memory: int | None) -> list[str]:
+    """New cgroups for a kernel, with ``pids.max = processes`` (root only: RLIMIT_NPROC does not
+    bind root) and a memory limit of ``memory`` bytes, where a writable controller exists
+    (cgroup v1 or v2; in practice, for root). The memory controller counts what no process's
+    resident set shows: memfd files, shared memory, tmpfs pages; past the limit the kernel of
+    Linux kills a process of the cgroup. Returns the cgroups' folders (one per hierarchy)."""
+    wanted = {"pids": processes if os.geteuid() == 0 else None, "memory": memory}
+    wanted = {c: int(v) for c, v in wanted.items() if v}
+    if not wanted or os.geteuid() != 0:
+        return []
     try:
         with open("/proc/self/cgroup") as f:
             lines = [line.rstrip("\n").split(":", 2) for line in f]
         with open("/proc/self/mountinfo") as f:
             mounts = [line.split() for line in f]
     except OSError:
-        return None
+        return []
+    made: list[str] = []
+    done: set[str] = set()
     for hierarchy, controllers, path in lines:
         for m in mounts:
             sep = m.index("-") if "-" in m else -1
             fstype, options = m[sep + 1], m[-1].split(",")
-            v1 = fstype == "cgroup" and "pids" in controllers.split(",") and "pids" in options
             v2 = fstype == "cgroup2" and hierarchy == "0" and not controllers
-            if not (v1 or v2):
+            if v2:
+                todo = [c for c in wanted if c not in done]
+            elif fstype == "cgroup":
+                todo = [c for c in wanted if c not in done and c in controllers.split(",")
+                        and c in options]
+            else:
+                continue
+            if not todo:
                 continue
             root = m[3].rstrip("/")  # the mount's root within the hierarchy (containers)
             relative = path[len(root):] if root and path.startswith(root) else path
             base = os.path.join(m[4], relative.lstrip("/"))
             folder = os.path.join(base, name)
+            if v2:
+                try:
+                    with open(os.path.join(base, "cgroup.controllers")) as f:
+                        offered = f.read().split()
+                except OSError:
+                    continue
+                todo = [c for c in todo if c in offered]
+                for c in list(todo):
+                    try:
+                        _write(os.path.join(base, "cgroup.subtree_control"), f"+{c}")
+                    except OSError:
+                        todo.remove(c)
+            if not todo:
+                continue
             try:
-                if v2:
-                    with open(os.path.join(base, "cgroup.subtree_control"), "w") as f:
-                        f.write("+pids")
                 os.mkdir(folder)
-                with open(os.path.join(folder, "pids.max"), "w") as f:
-                    f.write(str(limit))
-                return os.path.join(folder, "cgroup.procs")
             except OSError:
+                continue
+            applied = []
+            for c in todo:
+                try:
+                    for file, value, required in _settings(c, v2, wanted[c]):
+                        try:
+                            _write(os.path.join(folder, file), value)
+                        except OSError:
+                            if required:
+                                raise
+                    applied.append(c)
+                except OSError:
+                    continue
+            if applied:
+                done.update(applied)
+                made.append(folder)
+            else:
                 with contextlib.suppress(OSError):
                     os.rmdir(folder)
-    return None
+    return made
 
 
-def _limits(config: dict, cgroup: str | None) -> Callable[[], None]:
-    """The function the child runs before exec: its own session and the resource limits."""
+def address_space(memory: int) -> int | None:
+    """``RLIMIT_AS`` for each process where there is no memory cgroup: room for the frameworks'
+    reservations (numpy, torch, TensorFlow, JAX and onnxruntime together reserve about 3 GiB of
+    address space for 1 GiB resident), so that memory mapped past the limit still fails. None
+    on a machine with NVIDIA GPUs, whose driver reserves far more address space than memory."""
+    if glob.glob("/dev/nvidia[0-9]*"):
+        return None
+    return max(2 * memory, memory + 4 * 2**30)
+
+
+def oom_kills(folders: list[str]) -> int:
+    """How many processes the memory limit of these cgroups killed (v2 ``memory.events``, v1
+    ``memory.oom_control``; 0 where neither is there)."""
+    n = 0
+    for folder in folders:
+        for file in ("memory.events", "memory.oom_control"):
+            try:
+                with open(os.path.join(folder, file)) as f:
+                    for line in f:
+                        key, _, value = line.partition(" ")
+                        if key == "oom_kill" and value.strip().isdigit():
+                            n += int(value)
+            except OSError:
+                continue
+    return n
+
+
+def cgroup_peak(folders: list[str]) -> int:
+    """The most memory these cgroups held (bytes), or 0."""
+    for folder in folders:
+        for file in ("memory.peak", "memory.max_usage_in_bytes"):
+            try:
+                with open(os.path.join(folder, file)) as f:
+                    return int(f.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                continue
+    return 0
+
+
+def _limits(config: dict, cgroups: list[str]) -> Callable[[], None]:
+    """The function the child runs before exec: its own session, its cgroups and the resource
+    limits."""
     limits = config.get("limits", {})
 
     def apply() -> None:
         os.setsid()
-        if cgroup is not None:
-            with contextlib.suppress(OSError), open(cgroup, "w") as f:
+        for folder in cgroups:
+            with contextlib.suppress(OSError), open(os.path.join(folder, "cgroup.procs"),
+                                                    "w") as f:
                 f.write(str(os.getpid()))
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the kernel dies if the supervisor is killed
         for name, value in limits.items():
@@ -136,6 +237,38 @@ def tree_rss() -> int:
     for p in tree():
         with contextlib.suppress(psutil.Error):
             total += p.memory_info().rss
+    return total
+
+
+#: Open files whose pages are memory, not disk, and count in no resident set until mapped.
+IN_MEMORY = ("/memfd:", "/dev/shm/", "/run/shm/")
+
+
+def held_in_files(pids: list[int]) -> int | None:
+    """Bytes in memory-backed files (memfd, ``/dev/shm``) that the processes ``pids`` hold
+    open, each file once; None if a process's open files cannot be read (it made itself
+    non-dumpable, which hides them from a supervisor that is not root). Where the kernel has a
+    memory cgroup, that counts them anyway."""
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    for pid in pids:
+        folder = f"/proc/{pid}/fd"
+        try:
+            fds = os.listdir(folder)
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return None
+        for fd in fds:
+            try:
+                if not os.readlink(f"{folder}/{fd}").startswith(IN_MEMORY):
+                    continue
+                st = os.stat(f"{folder}/{fd}")
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))
+                total += st.st_blocks * 512
     return total
 
 
@@ -198,6 +331,33 @@ def kill_tree(deadline_s: float = 10.0) -> int:
     return len(killed)
 
 
+def _children_cpu() -> float:
+    """CPU seconds used by the children the supervisor has waited for (the kernel, or bwrap,
+    which waits for the kernel)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def tree_cpu() -> float:
+    """The most CPU time (seconds, all threads) any one process of the tree has used."""
+    most = 0.0
+    for p in tree():
+        with contextlib.suppress(psutil.Error):
+            times = p.cpu_times()
+            most = max(most, times.user + times.system)
+    return most
+
+
+def _out_of_cpu(code: int, config: dict, seen_cpu: float) -> bool:
+    """Whether the kernel died of its CPU-time limit: SIGXCPU at the soft limit, SIGKILL at the
+    hard one (bwrap reports a signal as 128 + its number), with a process of the tree last seen
+    near the limit (``seen_cpu``; bwrap may exit before its children are waited for)."""
+    cpu = config.get("limits", {}).get("cpu")
+    signals = (signal.SIGXCPU, signal.SIGKILL)
+    died = code in [-s for s in signals] + [128 + s for s in signals]
+    return bool(cpu) and died and max(seen_cpu, _children_cpu()) >= float(cpu) - 1.5
+
+
 def say(line: str) -> None:
     try:
         sys.stdout.write(line + "\n")
@@ -217,34 +377,50 @@ def main() -> int:
         return 0
     config = json.loads(sys.stdin.readline())
     log = open(config["log"], "ab", buffering=0)  # noqa: SIM115 (kept open for the child)
-    cgroup = pids_cgroup(f"course-grade-{os.getpid()}", config.get("processes") or 0)
+    memory, disk = config.get("memory_bytes"), config.get("disk_bytes")
+    cgroups = make_cgroups(f"course-grade-{os.getpid()}", config.get("processes"), memory) \
+        if config.get("cgroups", True) else []
+    if memory and not any(os.path.exists(os.path.join(c, f)) for c in cgroups
+                          for f in ("memory.max", "memory.limit_in_bytes")):
+        config.setdefault("limits", {})["as"] = address_space(memory)
     try:
         child = subprocess.Popen(
             config["command"], cwd=config["cwd"], env=config["env"], stdin=subprocess.DEVNULL,
-            stdout=log, stderr=log, close_fds=True, preexec_fn=_limits(config, cgroup))
+            stdout=log, stderr=log, close_fds=True, preexec_fn=_limits(config, cgroups))
     except OSError as e:
         say(f"failed {type(e).__name__}: {e}")
         return 1
     say(f"started {child.pid} subreaper={int(subreaper)}")
-    if cgroup is not None:  # the grader removes it if we cannot (killed by the kernel)
-        say(f"cgroup {os.path.dirname(cgroup)}")
-    memory, disk = config.get("memory_bytes"), config.get("disk_bytes")
+    for folder in cgroups:  # the grader removes them if we cannot (killed by the kernel)
+        say(f"cgroup {folder}")
     next_memory_check = next_disk_check = 0.0
-    code = None
+    code, seen_cpu, watch_cpu = None, 0.0, bool(config.get("limits", {}).get("cpu"))
     while not stop["now"]:
         ready, _, _ = select.select([sys.stdin], [], [], POLL_S)
         if ready and not sys.stdin.readline():  # EOF: the grader is done with this kernel
             break
         code = child.poll()
         if code is not None:
-            say(f"exited {code}")
+            if memory and oom_kills(cgroups):  # the cgroup's limit killed it
+                say(f"memory {cgroup_peak(cgroups)}")
+            elif _out_of_cpu(code, config, seen_cpu):
+                say(f"cpu {max(seen_cpu, _children_cpu()):.0f}")
+            else:
+                say(f"exited {code}")
             break
+        if watch_cpu and time.monotonic() >= next_memory_check:
+            seen_cpu = max(seen_cpu, tree_cpu())
         if memory and time.monotonic() >= next_memory_check:
             next_memory_check = time.monotonic() + 0.25
-            used = tree_rss()
-            if used > memory:
+            held = held_in_files([p.pid for p in tree()])
+            if held is None:
                 kill_tree()
-                say(f"memory {used}")
+                say("hidden")
+                break
+            used = tree_rss() + held
+            if used > memory or oom_kills(cgroups):
+                kill_tree()
+                say(f"memory {max(used, cgroup_peak(cgroups))}")
                 break
         if disk and time.monotonic() >= next_disk_check:
             next_disk_check = time.monotonic() + 1.0
@@ -254,12 +430,13 @@ def main() -> int:
                 say(f"disk {used}")
                 break
     n = kill_tree()
-    for _ in range(50) if cgroup is not None else ():
-        try:
-            os.rmdir(os.path.dirname(cgroup))
-            break
-        except OSError:  # the last processes are still exiting
-            time.sleep(0.05)
+    for folder in cgroups:
+        for _ in range(50):
+            try:
+                os.rmdir(folder)
+                break
+            except OSError:  # the last processes are still exiting
+                time.sleep(0.05)
     say(f"cleaned {n}")
     return 0
 
