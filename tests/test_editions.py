@@ -231,6 +231,24 @@ def test_the_command_line_exits_1_and_lists_the_cells(course, capsys):
     assert ed.main(["check", "42_nothing"], root=course) == 2
 
 
+def test_review_points_at_changed_numbers_code_names_links_and_structure():
+    en = ("## Exercise 01.2 · Three ops (4 points)\n\nCall `mg.optimize(g)`: 68 -> 50 nodes, "
+          "see [the map](../README.md#the-map) and $x^2$.\n\n| a | b |\n|---|---|\n| 1 | 2 |")
+    good = ("## 练习 01.2 · 三个算子（4 分）\n\n调用 `mg.optimize(g)`：68 -> 50 个节点，"
+            "见[地图](../README.md#the-map)和 $x^2$。\n\n| a | b |\n|---|---|\n| 1 | 2 |")
+    assert ed.review_cell(en, good) == []
+    bad = ("### 练习 01.2 · 三个算子（5 分）\n\n调用 `mg.optimise(g)`：68 -> 50 个节点，"
+           "见[地图](../README.md)和 $x^3$。\n\n| a | b |\n|---|---|")
+    found = "\n".join(ed.review_cell(en, bad))
+    for what in ("numbers only in the English: ['4'",
+                 "code only in the Chinese: ['mg.optimise(g)']",
+                 "links only in the Chinese: ['../README.md']", "math only in the English",
+                 "headings only in the English: ['##']", "table rows only in the English"):
+        assert what in found, f"review missed {what!r}:\n{found}"
+    assert "01_computation_graphs" in ed.review_text(["01_computation_graphs"]) or \
+        "no differences" in ed.review_text(["01_computation_graphs"])
+
+
 # --- nbval and the exercise builder never see zh/ ---------------------------------------------
 
 def test_nbval_does_not_collect_the_zh_notebooks():

@@ -23,7 +23,9 @@ Commands (``python -m course_utils.editions COMMAND [STEM ...]``):
            cell the English no longer has, or a zh notebook is not what ``build`` would write
            (its code cells differ from the English, or it is out of date);
 ``todo``   what a translator has to do, per lesson: missing cells (with their English) and stale
-           ones (a diff of the old English against the new).
+           ones (a diff of the old English against the new);
+``review`` for a reviewer: translated cells whose code spans, code blocks, math, link targets,
+           numbers or markdown structure differ from the English (some differences are right).
 """
 
 from __future__ import annotations
@@ -315,6 +317,76 @@ def todo_text(stem_list: Sequence[str] | None = None, root: Path = ROOT) -> str:
     return "\n".join(out) if out else "nothing to do: every markdown cell has a current translation"
 
 
+# --- a mechanical review of a translation ---------------------------------------------------------
+
+_CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.S)
+_FENCE = re.compile(r"^```.*?^```", re.M | re.S)
+_MATH = re.compile(r"\$\$.+?\$\$|\$[^$\n]+\$", re.S)
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*(?:e-?\d+)?")
+_LINK_TARGET = re.compile(r"\]\(([^)\s]+)")
+
+
+def _parts(text: str) -> dict[str, list[str]]:
+    """What a translation must carry over unchanged: code blocks, math, code spans, link
+    targets, numbers outside code, and the markdown structure (headings, table rows, items)."""
+    fences = _FENCE.findall(text)
+    rest = _FENCE.sub(" ", text)
+    math = _MATH.findall(rest)
+    rest = _MATH.sub(" ", rest)
+    spans = [m[2].strip() for m in _CODE_SPAN.finditer(rest)]
+    prose = _CODE_SPAN.sub(" ", rest)
+    lines = text.splitlines()
+    return {
+        "code blocks": fences, "math": math, "code": spans,
+        "links": _LINK_TARGET.findall(prose),
+        "numbers": _NUMBER.findall(_LINK_TARGET.sub(" ", prose)),
+        "headings": [line.split(" ")[0] for line in lines if re.match(r"#+ ", line)],
+        "table rows": [str(sum(1 for line in lines if line.startswith("|")))],
+    }
+
+
+def review_cell(en: str, zh: str) -> list[str]:
+    """Differences between an English cell and its translation that a reviewer must look at:
+    code, math, links, numbers or structure that are in one and not in the other."""
+    want, got = _parts(en), _parts(zh)
+    found = []
+    for key in want:
+        missing = list(want[key])
+        for item in got[key]:
+            if item in missing:
+                missing.remove(item)
+        extra = list(got[key])
+        for item in want[key]:
+            if item in extra:
+                extra.remove(item)
+        if missing:
+            found.append(f"{key} only in the English: {missing}")
+        if extra:
+            found.append(f"{key} only in the Chinese: {extra}")
+    return found
+
+
+def review_text(stem_list: Sequence[str] | None = None, root: Path = ROOT) -> str:
+    """Per lesson, the translated cells whose code, math, links, numbers or structure differ
+    from the English: a list for the reviewer (some differences are right, e.g. zh/ paths)."""
+    out = []
+    for stem in stem_list or stems(root):
+        translations = load_translations(stem, root)
+        for kind, folder in KINDS:
+            path = root / folder / f"{stem}.ipynb"
+            if not path.is_file():
+                continue
+            for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+                entry = translations[kind].get(cell.get("id"))
+                if cell.get("cell_type") != "markdown" or entry is None:
+                    continue
+                found = review_cell(source_of(cell), entry["zh"])
+                if found:
+                    out.append(f"{stem} {kind} cell {cell['id']!r}:")
+                    out += [f"    {line}" for line in found]
+    return "\n".join(out) if out else "no differences in code, math, links, numbers or structure"
+
+
 # --- the grader's report in Chinese -----------------------------------------------------------
 
 #: A notebook is Chinese when its markdown has at least this many CJK ideographs, and they are
@@ -399,7 +471,7 @@ def main(argv: Sequence[str] | None = None, root: Path = ROOT) -> int:
         prog="python -m course_utils.editions",
         description="The Chinese edition: build zh/ from the English notebooks and "
         "zh/translations/, check it is complete and current, list what to translate.")
-    parser.add_argument("command", choices=["build", "check", "todo"])
+    parser.add_argument("command", choices=["build", "check", "todo", "review"])
     parser.add_argument("stems", nargs="*", metavar="NN_topic",
                         help="lessons (default: every lesson in notebooks/)")
     args = parser.parse_args(argv)
@@ -413,6 +485,9 @@ def main(argv: Sequence[str] | None = None, root: Path = ROOT) -> int:
     try:
         if args.command == "todo":
             print(todo_text(wanted, root))
+            return 0
+        if args.command == "review":
+            print(review_text(wanted, root))
             return 0
         if args.command == "build":
             problems = build(wanted, root)
