@@ -204,7 +204,7 @@ UNARY = {"neg": mg.neg, "abs": mg.abs, "exp": lambda x: mg.exp(mg.tanh(x)),
          "cast": lambda x: mg.cast(mg.cast(x, "float64"), "float32")}
 BINARY = {"add": mg.add, "sub": mg.sub, "mul": mg.mul, "div": lambda a, b: a / (mg.abs(b) + 1.0),
           "pow": lambda a, b: mg.pow(mg.abs(a) + 0.5, b), "maximum": mg.maximum,
-          "minimum": mg.minimum, "matmul_t": lambda a, b: a @ mg.transpose(b) * 0.1,
+          "minimum": mg.minimum, "matmul_t": lambda a, b: (a @ mg.transpose(b)) @ b * 0.1,
           "concat": lambda a, b: mg.sum(mg.concat([a, b], axis=1), axis=1, keepdims=True) + a,
           "compare": lambda a, b: mg.where(mg.less_equal(a, b), a, b)
           + mg.cast(mg.not_equal(a, b), "float32")}
@@ -213,8 +213,8 @@ REDUCE = {"sum": mg.sum, "mean": mg.mean, "max": mg.max, "logsumexp": mg.logsume
 
 @st.composite
 def random_graphs(draw):
-    """A graph of a few ops over two (None, 3) float32 inputs, ending in an optional
-    reduction; returns the graph and the inputs' rows."""
+    """A graph of a few ops over two (None, 3) float32 inputs (every step keeps that shape, so
+    any two values combine), ending in an optional reduction; returns the graph and the rows."""
     steps = draw(st.lists(st.tuples(st.sampled_from(sorted(UNARY) + sorted(BINARY)),
                                     st.integers(0, 10)), min_size=1, max_size=6))
     reduce = draw(st.sampled_from([None, *sorted(REDUCE)]))
