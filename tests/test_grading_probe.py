@@ -271,7 +271,8 @@ def test_a_release_has_no_key_so_predictions_are_recorded_for_the_instructor(cou
 
 # -- the converted lessons -------------------------------------------------------------------------
 
-CONVERTED = ("00_setup", "01_computation_graphs", "02_static_graphs")
+CONVERTED = ("00_setup", "01_computation_graphs", "02_static_graphs",
+             "03_graph_optimization")
 
 
 @pytest.mark.parametrize("stem", CONVERTED)
