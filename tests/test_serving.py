@@ -399,3 +399,61 @@ def test_server_limits_are_checked():
         serving.Server(model, max_request_bytes=0)
     with pytest.raises(ValueError, match="request_timeout_s"):
         serving.Server(model, request_timeout_s=0)
+
+
+# ------------------------------------------------------------------ window length, open loop
+
+
+def sleepy_model(x: np.ndarray) -> np.ndarray:
+    """A model whose call takes 4 ms whatever the machine's load: latency is mostly waiting."""
+    time.sleep(0.004)
+    return model(x)
+
+
+def test_a_window_lasts_many_latencies_so_littles_law_reads_the_clients():
+    # Lesson 11's prose says requests in flight (throughput x mean latency) is about the number of
+    # clients. With 8 clients queueing on a 4 ms model, a request takes about 32 ms; a 20 ms
+    # window would count too few of them (the ones still in flight at its end are left out) and
+    # read far below 8. The window stays open for many latencies instead (up to ten times its
+    # duration_s, which a busy machine may reach).
+    inputs = RNG.standard_normal((16, 6)).astype(np.float32)
+    with serving.Server(sleepy_model) as server:
+        report = serving.load_test({"m": server}, inputs, 8, rounds=1, duration_s=0.1,
+                                   warmup_s=0.05)
+    (window,) = report.results
+    assert window.duration_s >= min(1.0, serving.WINDOW_LATENCIES * window.mean_latency) * 0.9
+    assert 8 * 0.85 <= report.in_flight("m", 8) <= 8 * 1.05
+
+
+def test_open_loop_arrivals_are_poisson_at_the_offered_rate():
+    inputs = RNG.standard_normal((16, 6)).astype(np.float32)
+    with serving.Server(model) as server:
+        report = serving.open_loop_test({"m": server}, inputs, [200], duration_s=1.0,
+                                        warmup_s=0.05)
+    r = report.result("m", 200)
+    # A Poisson count with mean 200: within 4 standard deviations (sqrt(200) = 14).
+    assert abs(r.arrived - 200) < 4 * 200**0.5
+    assert r.mean_batch == 1.0 and "offered/s" in report.table()
+
+
+def test_open_loop_latency_explodes_past_capacity_and_counts_the_queue():
+    # One 4 ms model thread serves at most 250 requests per second. At 50 per second a request
+    # rarely waits; at 500 per second for half a second the queue grows by about 125 requests,
+    # and the requests that arrive last wait for all of them: their latency, counted from their
+    # arrival, is hundreds of milliseconds, not the 4 ms of one call.
+    inputs = RNG.standard_normal((16, 6)).astype(np.float32)
+    with serving.Server(sleepy_model) as server:
+        report = serving.open_loop_test({"m": server}, inputs, [50, 500], duration_s=0.5,
+                                        warmup_s=0.0)
+    light, heavy = report.result("m", 50), report.result("m", 500)
+    assert light.latency(50) < 0.05
+    assert heavy.latency(99) > 0.1 and heavy.latency(99) > 5 * light.latency(99)
+    # Little's law: in flight = arrival rate x mean latency, many requests past capacity.
+    assert heavy.in_flight > 10 > light.in_flight
+
+
+def test_open_loop_explains_bad_arguments():
+    with pytest.raises(ValueError, match="requests per second"):
+        serving.open_loop_test({"m": ("127.0.0.1", 1)}, np.ones((2, 2)), [0])
+    with pytest.raises(ValueError, match="one request per row"):
+        serving.open_loop_test({"m": ("127.0.0.1", 1)}, np.ones(3), [10])

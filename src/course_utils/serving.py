@@ -16,7 +16,11 @@ read in one go:
   ``request_timeout_s`` of its first byte;
 - :func:`load_test`: **closed-loop** clients, each sending a request, waiting for the reply and
   sending the next, as callers who wait for their answer do. It reports the latency percentiles the
-  requests saw and the throughput (completed requests per second).
+  requests saw and the throughput (completed requests per second);
+- :func:`open_loop_test`: **open-loop** load, requests arriving at random (Poisson) times at a
+  set rate whether or not earlier ones were answered, as independent users' requests do. Latency
+  against offered load shows what a closed loop hides: past the server's capacity the queue, and
+  every request's wait, grows for as long as the load lasts.
 
 Little's law ties the two numbers: ``c`` closed-loop clients keep ``c`` requests in flight, so
 throughput = c / mean latency. Throughput can grow many times while latency falls a little (or
@@ -54,8 +58,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Batcher", "Client", "LoadReport", "LoadResult", "Server", "ServerError", "decode",
-           "encode", "load_test", "percentile", "split_rows"]
+__all__ = ["Batcher", "Client", "LoadReport", "LoadResult", "OpenLoopReport", "OpenLoopResult",
+           "Server", "ServerError", "decode", "encode", "load_test", "open_loop_test",
+           "percentile", "split_rows"]
 
 Predict = Callable[[np.ndarray], Any]
 
@@ -72,6 +77,11 @@ STALL_S = 30.0
 MAX_REQUEST_BYTES = 4 << 20
 #: How long a :class:`Server` waits for the rest of a request once its first byte has arrived.
 REQUEST_TIMEOUT_S = 10.0
+#: A closed-loop window lasts at least this many mean latencies (up to ten times its
+#: ``duration_s``): the requests still in flight when it closes, which it does not count, are then
+#: a small share of those it counts, and in flight = throughput x mean latency reads close to the
+#: number of clients (about 1 / WINDOW_LATENCIES low).
+WINDOW_LATENCIES = 20
 
 
 class ServerError(RuntimeError):
@@ -755,8 +765,9 @@ async def _closed_loop(address: tuple[str, int], requests: list[bytes], offset: 
 class _Window:
     """The measuring window the clients share: requests completed in [start, end] count.
 
-    If fewer than ``min_requests`` have completed when it closes (a stalled machine), it stays
-    open ``duration_s`` longer, up to ten times, so that every window has enough samples.
+    If fewer than ``min_requests`` have completed when it closes (a stalled machine), or it has
+    lasted fewer than ``WINDOW_LATENCIES`` mean latencies, it stays open ``duration_s`` longer,
+    up to ten times, so that every window has enough samples and is long next to a request.
     """
 
     start: float
@@ -769,9 +780,14 @@ class _Window:
         self.last_end = self.start + 10 * self.duration_s
 
     def open(self, now: float) -> bool:
-        if now >= self.end and len(self.latencies) < self.min_requests and self.end < self.last_end:
+        if now >= self.end and self.end < self.last_end and self._too_short():
             self.end += self.duration_s
         return now < self.end
+
+    def _too_short(self) -> bool:
+        n = len(self.latencies)
+        return (n < self.min_requests
+                or self.end - self.start < WINDOW_LATENCIES * sum(self.latencies) / n)
 
     def record(self, sent: float, done: float) -> None:
         if self.start <= done <= self.end:
@@ -791,6 +807,142 @@ async def _measure(address: tuple[str, int], requests: list[bytes], concurrency:
         raise TimeoutError(f"the server at {address[0]}:{address[1]} stopped answering: no reply "
                            f"within {STALL_S:.0f} s of the window's end") from None
     return window.latencies, window.end - window.start
+
+
+async def _open_loop(address: tuple[str, int], requests: list[bytes], rate: float,
+                     duration_s: float, warmup_s: float, seed: int,
+                     max_connections: int) -> list[float]:
+    """Requests arriving at Poisson times, ``rate`` per second, for ``warmup_s + duration_s``.
+
+    Each request's latency runs from its scheduled arrival to its whole reply: time spent waiting
+    for a free connection, or because this loop fell behind its schedule, counts, as a user's wait
+    would (a generator that measured from the moment it got round to sending would hide the
+    queue). Every request that arrived in the window is waited for and counted, however long it
+    takes, so an overloaded server's growing queue shows in full.
+    """
+    rng = np.random.default_rng(seed)
+    slots = asyncio.Semaphore(max_connections)
+    idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+    opened: list[asyncio.StreamWriter] = []
+    latencies: list[float] = []
+    first = time.perf_counter()
+    start, end = first + warmup_s, first + warmup_s + duration_s
+
+    async def one(arrival: float, payload: bytes) -> None:
+        async with slots:
+            if idle:
+                reader, writer = idle.pop()
+            else:
+                reader, writer = await asyncio.open_connection(*address)
+                writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP,
+                                                           socket.TCP_NODELAY, 1)
+                opened.append(writer)
+            writer.write(payload)
+            rows, _, body = await read_message(reader)
+            done = time.perf_counter()
+            idle.append((reader, writer))
+        if rows == ERROR_ROWS:
+            raise ServerError(body.decode(errors="replace"))
+        if start <= arrival < end:
+            latencies.append(done - arrival)
+
+    tasks, arrival, i = [], first, 0
+    try:
+        while (arrival := arrival + rng.exponential(1 / rate)) < end:
+            delay = arrival - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(one(arrival, requests[i % len(requests)])))
+            i += 1
+        await asyncio.wait_for(asyncio.gather(*tasks), STALL_S + 10 * duration_s)
+    except TimeoutError:
+        raise TimeoutError(f"the server at {address[0]}:{address[1]} did not answer every "
+                           f"request within {STALL_S:.0f} s of the load's end") from None
+    finally:
+        for task in tasks:
+            task.cancel()
+        for writer in opened:
+            writer.close()
+    return latencies
+
+
+@dataclass
+class OpenLoopResult:
+    """What Poisson arrivals at ``rate`` requests per second measured at server ``label``.
+
+    ``latencies_s``: one value per request that arrived in the window of ``duration_s`` seconds,
+    from its arrival to its reply. ``in_flight`` is Little's law, arrival rate x mean latency.
+    """
+
+    label: str
+    rate: float
+    duration_s: float
+    latencies_s: np.ndarray = field(repr=False)
+    mean_batch: float | None = None
+
+    @property
+    def arrived(self) -> int:
+        return len(self.latencies_s)
+
+    def latency(self, q: float) -> float:
+        return percentile(self.latencies_s, q)
+
+    @property
+    def in_flight(self) -> float:
+        return self.arrived / self.duration_s * float(np.mean(self.latencies_s))
+
+
+@dataclass(repr=False)
+class OpenLoopReport:
+    """Every (server, offered rate) of an :func:`open_loop_test`, with a table and a plot."""
+
+    results: list[OpenLoopResult]
+
+    @property
+    def labels(self) -> list[str]:
+        return list(dict.fromkeys(r.label for r in self.results))
+
+    def result(self, label: str, rate: float) -> OpenLoopResult:
+        for r in self.results:
+            if r.label == label and math.isclose(r.rate, rate):
+                return r
+        raise KeyError(f"no result for server {label!r} at {rate:g} requests/s; servers: "
+                       f"{self.labels}, rates: {sorted({r.rate for r in self.results})}")
+
+    def table(self) -> str:
+        from course_utils.bench import format_time
+
+        header = ["server", "offered/s", "arrived", "p50", "p95", "p99", "in flight", "rows/call"]
+        rows = [[r.label, f"{r.rate:,.0f}", f"{r.arrived:,}",
+                 *(format_time(r.latency(q)) for q in (50, 95, 99)), f"{r.in_flight:.1f}",
+                 _fmt_batch(r.mean_batch)] for r in self.results]
+        widths = [max(len(c) for c in column) for column in zip(header, *rows, strict=True)]
+        return "\n".join("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                                   for i, (c, w) in enumerate(zip(line, widths, strict=True)))
+                         .rstrip() for line in [header, *rows])
+
+    def __str__(self) -> str:
+        return self.table()
+
+    def _repr_pretty_(self, p, cycle) -> None:
+        p.text(self.table())
+
+    def plot(self, ax=None):
+        """p50 (solid) and p99 (dashed) latency against the offered rate, one colour a server."""
+        if ax is None:
+            import matplotlib.pyplot as plt
+
+            _, ax = plt.subplots(figsize=(6, 3.6), layout="constrained")
+        for label in self.labels:
+            mine = sorted((r for r in self.results if r.label == label), key=lambda r: r.rate)
+            rates = [r.rate for r in mine]
+            line, = ax.plot(rates, [1e3 * r.latency(50) for r in mine], "o-", label=label)
+            ax.plot(rates, [1e3 * r.latency(99) for r in mine], "x--", color=line.get_color())
+        ax.set(xlabel="offered load (requests / s)", ylabel="latency (ms)", yscale="log",
+               title="open loop: p50 (solid), p99 (dashed)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+        return ax
 
 
 class _Clients:
@@ -815,8 +967,19 @@ class _Clients:
                warmup_s: float) -> tuple[list[float], float]:
         if self.process is None:
             return asyncio.run(_measure(address, self.requests, concurrency, duration_s, warmup_s))
-        order = {"address": address, "concurrency": concurrency, "duration_s": duration_s,
-                 "warmup_s": warmup_s}
+        return self._order({"address": address, "concurrency": concurrency,
+                            "duration_s": duration_s, "warmup_s": warmup_s})
+
+    def open_loop(self, address: tuple[str, int], rate: float, duration_s: float,
+                  warmup_s: float, seed: int, max_connections: int) -> list[float]:
+        if self.process is None:
+            return asyncio.run(_open_loop(address, self.requests, rate, duration_s, warmup_s,
+                                          seed, max_connections))
+        return self._order({"address": address, "rate": rate, "duration_s": duration_s,
+                            "warmup_s": warmup_s, "seed": seed,
+                            "max_connections": max_connections})[0]
+
+    def _order(self, order: dict[str, Any]) -> tuple[list[float], float]:
         self.process.stdin.write(json.dumps(order) + "\n")
         self.process.stdin.flush()
         line = self.process.stdout.readline()
@@ -902,14 +1065,63 @@ def load_test(servers: dict[str, Any], inputs: np.ndarray, concurrency: int | Se
     return LoadReport(results)
 
 
+def open_loop_test(servers: dict[str, Any], inputs: np.ndarray, rates: Sequence[float], *,
+                   duration_s: float = 0.5, warmup_s: float = 0.1, seed: int = 0,
+                   max_connections: int = 256, in_subprocess: bool = True) -> OpenLoopReport:
+    """Offer each server Poisson arrivals at each of ``rates`` (requests per second).
+
+    For every rate, the servers take their turn, each with the same arrival times (``seed``): for
+    ``warmup_s + duration_s`` seconds requests arrive at random, independent times, whether or not
+    earlier ones have been answered, each sending one row of ``inputs``; every request that arrived
+    in the last ``duration_s`` seconds is waited for, and its latency runs from its arrival
+    (including any wait for one of ``max_connections`` connections). Below capacity, latency is
+    about one call plus queueing when arrivals bunch; past it, the queue grows for as long as the
+    load lasts, so latency depends on ``duration_s`` too: a sign of overload, not a property of the
+    server. The clients run in another process, as in :func:`load_test`.
+    """
+    rates = [float(r) for r in rates]
+    if not rates or min(rates) <= 0:
+        raise ValueError(f"rates are requests per second, each above 0; got {rates!r}")
+    if duration_s <= 0 or warmup_s < 0 or max_connections < 1:
+        raise ValueError("duration_s must be positive, warmup_s not negative, "
+                         "max_connections at least 1")
+    inputs = np.asarray(inputs, dtype=np.float32)
+    if inputs.ndim != 2 or len(inputs) == 0:
+        raise ValueError(f"inputs is a 2-D array, one request per row; got shape {inputs.shape}")
+    if not servers:
+        raise ValueError("open_loop_test() needs at least one server: {'name': server}")
+    results = []
+    clients = _Clients(inputs, in_subprocess)
+    try:
+        for rate in rates:
+            for name, server in servers.items():
+                host, port = getattr(server, "address", server)
+                seen = isinstance(server, Server)
+                calls = len(server.batch_sizes) if seen else 0
+                latencies = clients.open_loop((str(host), int(port)), rate, duration_s,
+                                              warmup_s, seed, max_connections)
+                sizes = server.batch_sizes[calls:] if seen else []
+                results.append(OpenLoopResult(str(name), rate, duration_s, np.asarray(latencies),
+                                              float(np.mean(sizes)) if sizes else None))
+    finally:
+        clients.close()
+    return OpenLoopReport(results)
+
+
 def _serve_clients(inputs_path: str) -> None:
     """The client process: one JSON order per stdin line, one JSON result per stdout line."""
     requests = [encode(row.reshape(1, -1)) for row in np.load(inputs_path)]
     for line in sys.stdin:
         order = json.loads(line)
-        latencies, seconds = asyncio.run(_measure(tuple(order["address"]), requests,
-                                                  order["concurrency"], order["duration_s"],
-                                                  order["warmup_s"]))
+        address = tuple(order["address"])
+        if "rate" in order:  # an open-loop load
+            latencies = asyncio.run(_open_loop(address, requests, order["rate"],
+                                               order["duration_s"], order["warmup_s"],
+                                               order["seed"], order["max_connections"]))
+            seconds = order["duration_s"]
+        else:
+            latencies, seconds = asyncio.run(_measure(address, requests, order["concurrency"],
+                                                      order["duration_s"], order["warmup_s"]))
         print(json.dumps({"latencies_s": latencies, "duration_s": seconds}), flush=True)
 
 
