@@ -46,13 +46,14 @@ def stage(dest: Path, mathjax: Path) -> None:
         (dest / folder).mkdir(parents=True, exist_ok=True)
         for nb in sorted((ROOT / folder).glob("*.ipynb")):
             shutil.copy2(nb, dest / folder / nb.name)
-    for name in ("README.md", "README.zh-CN.md", "CONTRIBUTING.md"):
+    for name in ("README.md", "README.zh-CN.md", "CONTRIBUTING.md", "docs/glossary.zh-CN.md"):
         text = (ROOT / name).read_text(encoding="utf-8")
         text = _ANCHOR.sub(r"(\1)=", text)
         # The answers are not pages of the site: a link to one downloads the notebook.
         text = _SOLUTION_LINK.sub(r"{download}`\1 <\2>`", text)
-        if name == "CONTRIBUTING.md":  # reached from the README, not from a table of contents
+        if not name.startswith("README"):  # reached from a README, not from a table of contents
             text = "---\norphan: true\n---\n" + text
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
         (dest / name).write_text(text, encoding="utf-8")
     static = dest / "_static" / "mathjax"
     for part in MATHJAX_PARTS:
