@@ -36,7 +36,7 @@ html_static_path = ["_static"]  # build.py points this at the stage's _static (+
 html_css_files = ["course.css"]
 
 html_theme = "sphinx_book_theme"
-html_title = "Computation graphs, from the inside"
+html_title = "Computation graphs, from the inside · 计算图：从内部看"
 html_last_updated_fmt = None
 html_theme_options = {
     "show_navbar_depth": 1,
