@@ -5,8 +5,8 @@ PYTHON  ?= python3
 VENV    ?= .venv
 # Which optional dependencies to install: `cpu` (default) or `gpu` frameworks, plus JupyterLab and
 # the developer tools, and what `make site` builds the course's web site with. A GPU user runs e.g.
-# `make lab EXTRAS=gpu,lab,dev`.
-EXTRAS  ?= cpu,lab,dev,site
+# `make lab EXTRAS=gpu,lab,dev`. (`hub`: JupyterHub and nbgitpuller, for `make hub` and its test.)
+EXTRAS  ?= cpu,lab,dev,site,hub
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 PORT    ?= 8888
@@ -21,6 +21,7 @@ COURSE_LANG ?= en
 EDITION := $(if $(filter zh zh-CN zh_CN,$(COURSE_LANG)),zh/,)
 
 .PHONY: venv lab test unit notebooks lint execute exercises kernel clean grade audit release site
+.PHONY: env hub
 
 venv: $(STAMP)
 
@@ -90,7 +91,7 @@ audit: venv
 # What learners get in a graded class: `make release DIR=../class-2025` (no solutions, no hidden
 # checks, no tests).
 release: venv
-	$(BIN)/course-build-exercises --release $(DIR)
+	$(BIN)/course-build-exercises --release $(DIR) $(if $(LESSONS),--lessons $(LESSONS))
 
 # The course's web site, both editions, from the executed notebooks (nothing is run), offline:
 # Sphinx + myst-nb (the `site` extra) and MathJax 3 from npm, served by the site itself. Open
@@ -104,3 +105,36 @@ $(MATHJAX)/tex-mml-chtml.js:
 site: venv $(MATHJAX)/tex-mml-chtml.js
 	@$(BIN)/python -c "import myst_nb, sphinx_book_theme" 2> /dev/null || $(BIN)/python -m pip install --quiet -e ".[site]"
 	$(BIN)/python site/build.py --mathjax $(MATHJAX) --out build/site
+
+# A class (README, "Teaching a class"). `make env PREFIX=/opt/graph-course` (as root for /opt):
+# one read-only environment that every user of a machine or a JupyterHub runs the course from,
+# with the CPU builds of the frameworks, JupyterLab, the kernel, JupyterHub's single-user server
+# and nbgitpuller, and the course's package installed (not editable); no developer tools.
+# ENV_PIP passes pip options, e.g. "--extra-index-url https://download.pytorch.org/whl/cpu" for
+# PyTorch's CPU wheel where PyPI's Linux wheel is the CUDA build.
+PREFIX     ?= /opt/graph-course
+ENV_EXTRAS ?= cpu,lab,hub
+ENV_PIP    ?=
+env:
+	$(PYTHON) -m venv --clear $(PREFIX)
+	$(PREFIX)/bin/python -m pip install --quiet --upgrade pip
+	$(PREFIX)/bin/python -m pip install --quiet $(ENV_PIP) ".[$(ENV_EXTRAS)]"
+	$(PREFIX)/bin/python -m ipykernel install --prefix $(PREFIX) --name $(KERNEL) \
+		--display-name "Python 3 (graph course)" > /dev/null
+	@mkdir -p $(PREFIX)/share/jupyter/lab/settings
+	@cp jupyter/overrides.json $(PREFIX)/share/jupyter/lab/settings/overrides.json
+	@$(PREFIX)/bin/python -m compileall -q -j 0 $(PREFIX)/lib > /dev/null || true
+	chmod -R a+rX,go-w $(PREFIX)
+	@du -sh $(PREFIX) $(wildcard $(VENV))
+
+# JupyterHub for a class on this machine, in the foreground (Ctrl-C stops it and every server it
+# started): deploy/hub/README.md. The learners' kernel is the shared environment (make env).
+HUB_PORT ?= 8000
+HUB_PROXY := deploy/hub/node_modules/.bin/configurable-http-proxy
+$(HUB_PROXY): deploy/hub/package.json
+	@command -v npm > /dev/null || { echo "make hub needs npm for configurable-http-proxy (apt-get install npm)"; exit 1; }
+	npm install --prefix deploy/hub --no-audit --no-fund --loglevel=error
+	@touch $@
+hub: venv $(HUB_PROXY)
+	@test -x $(PREFIX)/bin/jupyterhub-singleuser || { echo "no shared environment in $(PREFIX): run make env PREFIX=$(PREFIX) first"; exit 1; }
+	COURSE_ENV=$(PREFIX) HUB_PORT=$(HUB_PORT) $(BIN)/python deploy/hub/run.py
