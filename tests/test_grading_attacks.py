@@ -462,6 +462,7 @@ SANDBOX_ONLY: dict[str, Attack] = {
 }
 PTH = Path(site.getsitepackages()[0]) / f"zz_{MARK}.pth"
 PYC = GRADER / "__pycache__" / f"zz_{MARK}.cpython-311.pyc"
+SITECUSTOMIZE = GRADER.parents[1] / "sitecustomize.py"  # src/, where the editable install points
 #: What only the sandbox prevents, caught and undone without it (the course guard, the
 #: supervisor's watch). Graded against a copy of the solutions (SOLUTIONS_COPY).
 NO_SANDBOX_ONLY: dict[str, Attack] = {
@@ -477,6 +478,9 @@ NO_SANDBOX_ONLY: dict[str, Attack] = {
     "plant-pth": (f"open({str(PTH)!r}, 'w').write('/nonexistent\\n')\n" + WRONG, 0, "tampered",
                   "changed the course's files"),
     "plant-pyc": (f"open({str(PYC)!r}, 'wb').write(b'junk')\n" + WRONG, 0, None, ""),
+    # On sys.path through the editable install: every later Python would run it (issue 25).
+    "plant-sitecustomize": (f"open({str(SITECUSTOMIZE)!r}, 'w').write('import os\\n')\n"
+                            + WRONG, 0, "tampered", "changed the course's files"),
     "stop-supervisor": ("import os, signal, time\nos.kill(os.getppid(), signal.SIGSTOP)\n"
                         "time.sleep(3)\n" + WRONG, 0, "error", "stopped its supervisor"),
 }
@@ -514,6 +518,8 @@ def kill_what_attacks_start():
             p.kill()
     for path in (Path.home() / MARK, PTH, PYC):
         path.unlink(missing_ok=True)
+    if SITECUSTOMIZE.is_file() and SITECUSTOMIZE.read_text() == "import os\n":
+        SITECUSTOMIZE.unlink()
 
 
 def grade_folder(folder: Path, solutions: Path, *args: str, watch_memory: bool = False
@@ -729,7 +735,8 @@ def test_the_attacks_that_need_no_sandbox_are_held_without_it(tmp_path):
     common_assertions(reports, done, csv_path, feedback, attacks)
     assert done.stderr.count("warning: grading is not isolated (--no-sandbox)") == 1
     assert (solutions / "99_fixture.ipynb").read_bytes() == before, "the checks are put back"
-    assert not PTH.exists() and not PYC.exists(), "planted start-up and compiled files deleted"
+    assert not PTH.exists() and not PYC.exists() and not SITECUSTOMIZE.exists(), \
+        "planted start-up and compiled files deleted"
     assert [e["status"] for e in reports["rewrite-checks"]["exercises"]] == ["tampered"] * 2
 
 

@@ -151,10 +151,12 @@ class CourseGuard:
 
 
 def _site_folders() -> list[Path]:
-    """The folders whose ``*.pth`` and ``sitecustomize`` every Python of this venv runs."""
+    """The folders whose ``*.pth`` and ``sitecustomize`` every Python of this venv runs: the
+    site folders, and every folder on ``sys.path`` (a ``sitecustomize.py`` planted in the
+    course's ``src/``, which an editable install puts there, runs in every later Python)."""
     import site
 
-    folders = [*site.getsitepackages(), site.getusersitepackages()]
+    folders = [*site.getsitepackages(), site.getusersitepackages(), *filter(None, sys.path)]
     return [Path(f) for f in dict.fromkeys(folders) if Path(f).is_dir()]
 
 
