@@ -71,8 +71,9 @@ ENVIRONMENT = frozenset({
 class Limits:
     """Resource limits for one kernel and everything it starts."""
 
-    memory_bytes: int | None = 6 * GiB  # resident memory of the whole process tree
-    cpu_seconds: int | None = None  # CPU time per process (RLIMIT_CPU); None: no limit
+    memory_bytes: int | None = 6 * GiB  # the tree's resident memory and memory-backed files
+    # CPU time per process (RLIMIT_CPU); None: no limit (course-grade sets the notebook's budget)
+    cpu_seconds: int | None = None
     processes: int | None = 2048  # more tasks (processes + threads) than the user has now
     file_bytes: int | None = GiB  # largest file the kernel may write (RLIMIT_FSIZE)
     disk_bytes: int | None = 4 * GiB  # all files in the kernel's folders (its /tmp when sandboxed)
