@@ -10,9 +10,9 @@ environment's `course-grade`; a second learner answers it wrongly; the instructo
 homes into a class folder and grades it with the full course (hidden checks included). Stopping
 `make hub` must leave no process of it running.
 
-The shared environment is COURSE_ENV if set, else /opt/graph-course when it has been built (the
-README's `make env`); the test skips, saying what to run, when there is none, and when Chromium,
-npm or JupyterHub are missing.
+The shared environment is COURSE_ENV if set, else /opt/graph-course when `make env` has built it,
+else the course's .venv (which has every package of it); the test skips, saying why, when
+Chromium, npm or JupyterHub are missing.
 """
 
 from __future__ import annotations
@@ -44,7 +44,19 @@ from test_browser import (  # noqa: E402
     solution_source,
 )
 
-COURSE_ENV = Path(os.environ.get("COURSE_ENV", "/opt/graph-course"))
+
+def _shared_environment() -> Path:
+    """COURSE_ENV; else /opt/graph-course once `make env` built it; else the course's .venv,
+    which holds everything the shared environment does (and the developer tools besides)."""
+    if os.environ.get("COURSE_ENV"):
+        return Path(os.environ["COURSE_ENV"])
+    for candidate in (Path("/opt/graph-course"), ROOT / ".venv"):
+        if (candidate / "bin" / "jupyterhub-singleuser").exists():
+            return candidate
+    return Path("/opt/graph-course")
+
+
+COURSE_ENV = _shared_environment()
 PROXY = ROOT / "deploy" / "hub" / "node_modules" / ".bin" / "configurable-http-proxy"
 LESSON = "01_computation_graphs"
 
@@ -56,8 +68,8 @@ pytestmark = [
     pytest.mark.skipif(not PROXY.exists() and shutil.which("npm") is None,
                        reason="needs npm for configurable-http-proxy (apt-get install npm)"),
     pytest.mark.skipif(not (COURSE_ENV / "bin" / "jupyterhub-singleuser").exists(),
-                       reason=f"no shared environment in {COURSE_ENV}: run `make env "
-                       f"PREFIX={COURSE_ENV}` (or set COURSE_ENV)"),
+                       reason=f"no JupyterHub single-user server in {COURSE_ENV}: run `make "
+                       f"env PREFIX={COURSE_ENV}` (or set COURSE_ENV)"),
 ]
 
 
@@ -178,6 +190,7 @@ def test_a_class_on_jupyterhub(tmp_path):
     answer = solution_source(ROOT / "solutions" / f"{LESSON}.ipynb", "01.1")
     t0 = time.monotonic()
     release_bug = ""
+    print(f"\nhub test: the shared environment is {COURSE_ENV}")
 
     with running_hub(tmp_path) as (base, homes, _), \
             playwright_api.sync_playwright() as p:

@@ -110,3 +110,15 @@ def test_lesson_00_runs_cleanly_in_a_release_and_grades_with_what_the_release_ha
     text = "".join(o.get("text", "") for o in own.outputs)
     assert "exit code: 1" in text and "NotImplementedError: Exercise 00.1" in text, text
 
+
+
+def test_make_env_builds_a_read_only_environment_without_developer_tools():
+    plan = subprocess.run(["make", "-n", "--no-print-directory", "env", "PREFIX=/srv/x"],
+                          cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert "-m venv --clear /srv/x" in plan
+    assert '-m pip install --quiet  ".[cpu,lab,hub]"' in plan, plan
+    assert "-e " not in plan, "the course is installed, not linked to this checkout"
+    assert "ipykernel install --prefix /srv/x" in plan
+    assert "chmod -R a+rX,go-w /srv/x" in plan, "read-only for everyone but its owner"
+    hub = [line for line in plan.splitlines() if "pip install" in line]
+    assert not any(tool in " ".join(hub) for tool in ("dev", "site", "ruff", "pytest-xdist"))

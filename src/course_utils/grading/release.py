@@ -123,8 +123,10 @@ released).
 
 **What only your instructor's grading sees:** the instructor grades the notebooks you hand in
 with the full course, which also runs **hidden checks** on inputs you have not seen (another
-shape, another graph). An exercise that passes here can still lose a hidden check's points there;
-an exercise's text says when it has one. The solutions are not part of this release.
+shape, another graph), and compares expected values from its answer key. An exercise that passes
+here can still lose a hidden check's points there; an exercise's text says when it has one. A
+prediction (a predict-then-measure exercise) is only `recorded` here: it is scored there. The
+solutions are not part of this release.
 
 """
     return intro + unlink_missing(course_readme, exists)
