@@ -226,3 +226,128 @@ def test_through_a_cond_the_branch_that_ran_is_differentiated():
     for x0, last in frames.items():
         assert last.grads["w"] == "grad " + format_value(sess.run(dw, feed_dict={x: x0}))
     assert frames[(1.0, 2.0)].grads["w"] != frames[(3.0, 0.5)].grads["w"]
+
+
+# ---------------------------------------------------------------------------------------------
+# A graph of the caller's own: any objects with op, inputs and value (or values=)
+
+
+class _Plain:
+    """A node of a hand-built graph: nothing but attributes."""
+
+    def __init__(self, op, inputs=(), value=None, name=None):
+        self.op, self.inputs, self.value, self.name = op, list(inputs), value, name
+
+
+_PLAIN_VJP = {  # lesson 01's convention: (g, out, *inputs) -> one gradient per input
+    "mul": lambda g, out, x, y: (g * y, g * x),
+    "tanh": lambda g, out, x: (g * (1.0 - out * out),),
+    "sum": lambda g, out, x: (np.broadcast_to(g, np.shape(x)).copy(),),
+}
+
+
+def _plain_graph(x0):
+    """loss = sum(tanh(x) * x): x used twice, values computed here with numpy."""
+    x = _Plain("placeholder", value=x0, name="x")
+    a = _Plain("tanh", [x], np.tanh(x0), "a")
+    ax = _Plain("mul", [a, x], np.tanh(x0) * x0, "ax")
+    return x, a, ax, _Plain("sum", [ax], np.sum(np.tanh(x0) * x0), "loss")
+
+
+def test_own_graph_forward_and_vjp_walk_against_numpy():
+    x0 = np.array([0.3, -1.2, 2.0])
+    x, a, ax, loss = _plain_graph(x0)
+    st = viz.step_through(loss, vjp=_PLAIN_VJP)
+    # forward: one frame per node, inputs first, values as numpy computes them
+    assert st.n_forward == 4
+    ids = {n.id: n.name for n in st.graph.nodes}
+    forward = [f for f in st.frames if f.kind == "forward"]
+    assert [ids[f.active] for f in forward] == ["x", "a", "ax", "loss"]
+    last = forward[-1].values
+    by_name = {ids[k]: v for k, v in last.items()}
+    assert by_name["loss"] == "= " + format_value(np.sum(np.tanh(x0) * x0))
+    assert by_name["a"] == "= " + format_value(np.tanh(x0))
+    # backward: seed, then one vjp per non-leaf node the loss reaches (loss, ax, a)
+    assert st.n_backward == 4
+    final = {ids[k]: v for k, v in st.frames[-1].grads.items()}
+    dx = np.tanh(x0) + x0 * (1 - np.tanh(x0) ** 2)  # analytic d loss / d x
+    assert final["x"] == "grad " + format_value(dx)
+    assert final["a"] == "grad " + format_value(x0)
+    # x gets two contributions: after the mul's rule only g * a, then the sum with tanh's
+    after_mul = {ids[k]: v for k, v in st.frames[6].grads.items()}
+    assert after_mul["x"] == "grad " + format_value(np.tanh(x0))
+    assert "vjp of ax → grads of a, x" in st.frames[6].caption
+
+
+def test_own_graph_final_gradients_and_values_mapping():
+    x0 = np.array([0.5, 1.5])
+    x, a, ax, loss = _plain_graph(x0)
+    for n in (x, a, ax, loss):
+        n.value = None  # values= wins over the attribute
+    values = {x: x0, a: np.tanh(x0), ax: np.tanh(x0) * x0, loss: np.sum(np.tanh(x0) * x0)}
+    dx = np.tanh(x0) + x0 * (1 - np.tanh(x0) ** 2)
+    grads = {loss: 1.0, ax: np.ones(2), a: x0, x: dx}
+    st = viz.step_through(loss, values=values, grads=grads)
+    back = [f for f in st.frames if f.kind == "backward"]
+    names = {n.id: n.name for n in st.graph.nodes}
+    assert [names[f.active] for f in back] == ["loss", "ax", "a", "x"]
+    assert back[-1].grads[back[-1].active] == "grad " + format_value(dx)
+    with pytest.raises(ValueError, match="vjp= .* or grads="):
+        viz.step_through(loss, values=values, grads=grads, vjp=_PLAIN_VJP)
+    with pytest.raises(ValueError, match="no value for node 'a'"):
+        viz.step_through(loss, values={x: x0})
+    with pytest.raises(ValueError, match="no rule for op 'tanh'"):
+        viz.step_through(loss, values=values, vjp={"sum": _PLAIN_VJP["sum"],
+                                                   "mul": _PLAIN_VJP["mul"]})
+    with pytest.raises(ValueError, match="one number"):
+        viz.step_through(ax, values=values, vjp=_PLAIN_VJP)
+
+
+def _lesson01_engine():
+    """Lesson 01's own Node, apply, IMPL, VJP, evaluate and backprop, run from the notebook."""
+    import contextlib
+    import io
+    import json
+    from pathlib import Path
+
+    nb = json.loads((Path(__file__).parents[1] / "notebooks" / "01_computation_graphs.ipynb")
+                    .read_text(encoding="utf-8"))
+    wanted = ["l01-node", "l01-byhand", "l01-topo", "l01-impl", "l01-impl2", "l01-operators",
+              "l01-apply", "l01-opfns", "l01-rebuild", "l01-vjp", "l01-apply2", "l01-backprop"]
+    cells = {c.get("id"): "".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"}
+    env: dict = {}
+    with contextlib.redirect_stdout(io.StringIO()):
+        for cell_id in wanted:
+            exec(compile(cells[cell_id], cell_id, "exec"), env)  # noqa: S102 (our own notebook)
+    return env
+
+
+def test_lessons_own_engine_steps_like_its_backprop():
+    e = _lesson01_engine()
+    rng = np.random.default_rng(3)
+    X, W, B = (e["placeholder"](n) for n in "XWB")
+    H = e["tanh"](X @ W + B)
+    loss = e["reduce_sum"](H * H)
+    feed = {X: rng.normal(size=(4, 3)), W: rng.normal(size=(3, 2)), B: rng.normal(size=(2,))}
+    values = e["evaluate"]([loss], feed)
+    st = viz.step_through(loss, values=values, vjp=e["VJP"])
+    nodes = e["topo_order"]([loss])
+    assert st.n_forward == len(nodes)
+    # the last frame's gradients are numpy's, for the placeholders
+    Hv = np.tanh(feed[X] @ feed[W] + feed[B])
+    dpre = 2 * Hv * (1 - Hv ** 2)
+    expect = {"X": dpre @ feed[W].T, "W": feed[X].T @ dpre, "B": dpre.sum(axis=0)}
+    final = st.frames[-1].grads
+    ids = {n.name: n.id for n in st.graph.nodes}
+    for name, g in expect.items():
+        assert final[ids[name]] == "grad " + format_value(g), name
+    # and the same texts as the learner's own backprop, node by node
+    grads = e["backprop"](loss, values)
+    for n in nodes:
+        if n in grads:
+            assert final[ids[n.name]] == "grad " + format_value(grads[n]), n.name
+    # one backward frame for the seed and one per node whose rule backprop runs
+    assert st.n_backward == 1 + sum(1 for n in nodes if n.inputs and n in grads)
+    # a final-gradients view of backprop's result shows the same numbers
+    st2 = viz.step_through(loss, values=values, grads=grads)
+    assert {k: v for k, v in st2.frames[-1].grads.items()} == final

@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import numpy as np
+
 from .adapters import as_mg_graph, is_mg_tensor, to_drawgraph
 from .dot import clean_graphviz_svg, node_sizes, run_dot, to_dot
 from .layout import EDGE_SIZE, MARGIN, prepare, text_width
@@ -317,6 +319,9 @@ def step_through(
     renderer: str | None = None,
     title: str | None = None,
     widget: bool | None = None,
+    values: Mapping[Any, Any] | None = None,
+    vjp: Mapping[str, Any] | None = None,
+    grads: Mapping[Any, Any] | bool | None = None,
 ) -> StepThrough:
     """One frame per step of a forward pass, then of a backward pass, the active node in red.
 
@@ -333,6 +338,25 @@ def step_through(
         renderer: ``"builtin"`` (the default here, whatever is installed: its frames line up
             exactly and are the same bytes on every machine) or ``"graphviz"``.
         widget: False to show the filmstrip even in JupyterLab.
+        values, vjp, grads: for a graph of your own (below).
+
+    **Your own graph.** ``obj`` may also be a node of a graph you wrote, or a list of them:
+    any objects with ``op`` (a name) and ``inputs`` (a list of the same kind of objects), and
+    optionally ``name`` and ``attrs`` (keyword arguments of the op). Each node's value is
+    ``values[node]`` when ``values=`` is given (the dict lesson 01's ``evaluate`` returns),
+    else its ``value`` attribute. Forward: one frame per node, in a topological order (every
+    input before its user), each showing its value. Backward, from one output whose value is
+    one number, either
+
+    - ``vjp=``: a table ``op -> rule``, called as ``rule(g, out, *input_values, **attrs)`` and
+      returning one gradient per input (None: no gradient), as lesson 01's ``VJP``: the walk
+      of lesson 01's ``backprop``, one frame for the seed and one per node whose rule runs,
+      showing each input's running sum as contributions arrive; or
+    - ``grads=``: the final gradients only, a mapping node -> gradient (what ``backprop``
+      returns), else each node's ``grad`` attribute when ``grads=True``: one frame per node,
+      from the output back, at the moment its gradient is complete.
+
+    Without either, only the forward pass.
 
     Returns a `StepThrough`: a notebook shows it as a slider, or as a filmstrip.
     """
@@ -342,7 +366,13 @@ def step_through(
     from . import _choose_renderer  # one place that checks the name and Graphviz
 
     chosen = _choose_renderer(chosen)
-    if is_mg_tensor(obj):
+    own = values is not None or vjp is not None or grads is not None
+    if own or (not is_mg_tensor(obj) and as_mg_graph(obj) is None and _is_own_graph(obj)):
+        if feed_dict is not None or grads_of is not None or session is not None or params:
+            raise ValueError("feed_dict=, grads_of=, session= and params= are for minigraph; "
+                             "a graph of your own takes values=, vjp= or grads=")
+        plan = _own_plan(obj, values, vjp, grads, backward)
+    elif is_mg_tensor(obj):
         if feed_dict is not None or grads_of is not None or session is not None:
             raise ValueError("feed_dict=, grads_of= and session= are for a minigraph Graph; "
                              "an eager tensor's tape already holds its values")
@@ -350,9 +380,10 @@ def step_through(
     else:
         graph = as_mg_graph(obj)
         if graph is None:
-            raise TypeError(f"step_through steps through a minigraph eager tensor or a "
-                            f"minigraph Graph (or traced function), not a "
-                            f"{type(obj).__name__}; viz.draw draws the others")
+            raise TypeError(f"step_through steps through a minigraph eager tensor, a "
+                            f"minigraph Graph (or traced function), or nodes of your own with "
+                            f"op and inputs attributes, not a {type(obj).__name__}; viz.draw "
+                            f"draws the others")
         if params is not None:
             raise ValueError("params= names an eager tensor's leaves; a Graph's nodes have names")
         plan = _graph_plan(obj, graph, feed_dict, session, grads_of, backward)
@@ -445,6 +476,162 @@ def _graph_plan(obj: Any, graph: Any, feed_dict: Mapping | None, session: Any,
         targets = [f"%{name}" for name in step.totals]
         plan_steps.append((step.active, grads, _backward_text(k, f"%{step.active}", targets)))
     return _Plan(drawing, forward, plan_steps, run.notes)
+
+
+def _is_own_graph(obj: Any) -> bool:
+    """A node of a graph of the caller's own (``op`` and ``inputs``), or a list of them."""
+    items = obj if isinstance(obj, (list, tuple)) else [obj]
+    return bool(items) and all(hasattr(n, "op") and hasattr(n, "inputs") for n in items)
+
+
+_OWN_KIND = {"placeholder": "input", "input": "input", "const": "const", "constant": "const",
+             "variable": "param", "param": "param"}
+
+
+def _own_order(outputs: list[Any]) -> list[Any]:
+    """Every node the outputs depend on, once each, inputs first (no recursion)."""
+    order, done, stack = [], set(), [(n, False) for n in reversed(outputs)]
+    while stack:
+        node, expanded = stack.pop()
+        if id(node) in done:
+            continue
+        if expanded:
+            done.add(id(node))
+            order.append(node)
+            continue
+        stack.append((node, True))
+        inputs = getattr(node, "inputs", None)
+        if inputs is None or not hasattr(node, "op"):
+            raise TypeError(f"step_through: {node!r} is an input of the graph but has no op "
+                            f"and inputs attributes; every node needs both")
+        stack.extend((x, False) for x in reversed(list(inputs)) if id(x) not in done)
+    return order
+
+
+def _own_plan(obj: Any, values: Mapping[Any, Any] | None, vjp: Mapping[str, Any] | None,
+              grads: Any, backward: bool) -> _Plan:
+    if vjp is not None and grads is not None:
+        raise ValueError("give vjp= (the walk, contribution by contribution) or grads= (the "
+                         "final gradients), not both")
+    outputs = list(obj) if isinstance(obj, (list, tuple)) else [obj]
+    order = _own_order(outputs)
+    ids: dict[int, str] = {}
+    names: dict[int, str] = {}
+    counts: dict[str, int] = {}
+    for i, n in enumerate(order):
+        ids[id(n)] = f"n{i + 1}"
+        name = getattr(n, "name", None)
+        if not isinstance(name, str) or not name:
+            op = str(n.op)
+            name = op if op not in counts else f"{op}_{counts[op]}"
+            counts[op] = counts.get(op, 0) + 1
+        names[id(n)] = name
+
+    def value_of(n: Any) -> Any:
+        if values is not None:
+            if n not in values:
+                raise ValueError(f"step_through: values= has no value for node "
+                                 f"{names[id(n)]!r} (op {n.op!r}); pass the dict that "
+                                 f"evaluating the outputs returns, which holds every node")
+            return values[n]
+        if not hasattr(n, "value"):
+            raise ValueError(f"step_through: node {names[id(n)]!r} (op {n.op!r}) has no value "
+                             f"attribute; pass values={{node: value, ...}}")
+        return n.value
+
+    drawing = DrawGraph(title=f"step through {', '.join(names[id(n)] for n in outputs)}")
+    for n in order:
+        kind = _OWN_KIND.get(str(n.op), "op")
+        label = names[id(n)] if kind == "input" else str(n.op)
+        drawing.add_node(ids[id(n)], label, kind=kind, name=names[id(n)],
+                         details=[] if kind == "input" else [names[id(n)]])
+        for x in n.inputs:
+            drawing.add_edge(ids[id(x)], ids[id(n)])
+
+    def what(n: Any) -> str:
+        if not n.inputs:
+            return names[id(n)]
+        return f"{names[id(n)]} = {n.op}({', '.join(names[id(x)] for x in n.inputs)})"
+
+    vals = {id(n): value_of(n) for n in order}
+    forward = [(ids[id(n)], "= " + format_value(vals[id(n)]), what(n)) for n in order]
+    steps: list[tuple[str, dict[str, str], str]] = []
+    notes: list[str] = []
+    if backward and (vjp is not None or grads is not None):
+        if len(outputs) != 1:
+            raise ValueError(f"backward starts from one output, and {len(outputs)} were given: "
+                             f"step through one, or pass backward=False")
+        out = outputs[0]
+        if np.size(vals[id(out)]) != 1:
+            raise ValueError(f"backward starts from one number, and {names[id(out)]!r} has "
+                             f"shape {np.shape(vals[id(out)])}: step through its sum")
+        notes.append(f"grad = d({names[id(out)]})/d(node)"
+                     + ("; running sums while the walk adds contributions" if vjp is not None
+                        else "; each shown once it is complete"))
+        if vjp is not None:
+            steps = _own_vjp_steps(out, order, vals, vjp, ids, names)
+        else:
+            steps = _own_final_steps(out, order, grads, ids, names)
+    return _Plan(drawing, forward, steps, notes)
+
+
+def _own_vjp_steps(out: Any, order: list[Any], vals: dict[int, Any], vjp: Mapping[str, Any],
+                   ids: dict[int, str], names: dict[int, str]) -> list:
+    """Lesson 01's backprop, recording the running sums each rule updates."""
+    totals: dict[int, Any] = {id(out): np.ones_like(vals[id(out)])}
+    steps = [(ids[id(out)], {ids[id(out)]: "grad " + format_value(totals[id(out)])},
+              _backward_text(0, names[id(out)], []))]
+    for n in reversed(order):
+        if id(n) not in totals or not n.inputs:
+            continue
+        if n.op not in vjp:
+            raise ValueError(f"step_through: the vjp table has no rule for op {n.op!r} (node "
+                             f"{names[id(n)]!r}); add one, or pass backward=False")
+        attrs = dict(getattr(n, "attrs", None) or {})
+        sent = vjp[n.op](totals[id(n)], vals[id(n)], *[vals[id(x)] for x in n.inputs], **attrs)
+        sent = list(sent)
+        if len(sent) != len(n.inputs):
+            raise ValueError(f"step_through: the vjp rule for {n.op!r} returned {len(sent)} "
+                             f"gradients for node {names[id(n)]!r}, which has "
+                             f"{len(n.inputs)} inputs; return one per input (None for none)")
+        texts: dict[str, str] = {}
+        for x, gx in zip(n.inputs, sent, strict=True):
+            if gx is None:
+                continue
+            if not isinstance(gx, (np.ndarray, np.generic, float, int)):
+                raise TypeError(f"step_through: the vjp rule for {n.op!r} (node "
+                                f"{names[id(n)]!r}) returned a {type(gx).__name__}, not a "
+                                f"number or array: call it on values, not on nodes")
+            totals[id(x)] = totals[id(x)] + gx if id(x) in totals else gx
+            texts[ids[id(x)]] = "grad " + format_value(totals[id(x)])
+        steps.append((ids[id(n)], texts, _backward_text(
+            len(steps), names[id(n)], [names[id(x)] for x, gx in zip(n.inputs, sent,
+                                                                     strict=True)
+                                       if gx is not None])))
+    return steps
+
+
+def _own_final_steps(out: Any, order: list[Any], grads: Any, ids: dict[int, str],
+                     names: dict[int, str]) -> list:
+    """One frame per node with a gradient, from the output back: its final gradient."""
+
+    def grad_of(n: Any) -> Any:
+        if grads is True:
+            return getattr(n, "grad", None)
+        return grads.get(n)
+
+    steps = []
+    for n in reversed(order):
+        g = grad_of(n)
+        if g is None:
+            continue
+        what = (f"seed: grad of {names[id(n)]} = 1" if n is out
+                else f"grad of {names[id(n)]} complete")
+        steps.append((ids[id(n)], {ids[id(n)]: "grad " + format_value(g)}, what))
+    if not steps or steps[0][0] != ids[id(out)]:
+        raise ValueError(f"step_through: grads= has no gradient for the output "
+                         f"{names[id(out)]!r}; pass what backprop returned for it")
+    return steps
 
 
 def _describe(node: Any) -> str:
