@@ -281,6 +281,10 @@ class NotebookRun:
         reply = self.kernel.execute(spec.reference, self.timeout, silent=True,
                                     store_history=False, user_expressions={
                                         "report": verdicts.report_expression(nonce)})
+        # The reference ran in the kernel between two checks: the next check takes a fresh
+        # fingerprint (and the last exception IPython showed) instead of this check's, or an
+        # exception shown inside the reference would read as one hidden by the next check.
+        self._checked = False
         if reply.status != "ok":
             why = f"{reply.ename}: {reply.evalue}".strip(": ") if reply.ename else reply.status
             return None, f"the check's expected values could not be worked out: {why}"
