@@ -8,6 +8,8 @@ twice gives identical bytes.
     course-build-exercises                  # write exercises/ from solutions/
     course-build-exercises --check          # write nothing; fail if exercises/ is stale (for CI)
     course-build-exercises --release DIR    # what learners get in a graded class (see release())
+    course-build-exercises --release DIR --lessons 01,02   # lessons 00-02 only (release.py)
+    course-build-exercises --gradescope DIR --lessons 01   # a Gradescope bundle (gradescope.py)
 
 Writing ``exercises/`` also brings the answer key up to date (``key.py``): for each solutions
 notebook with probe-and-verdict checks, the expected values reported by running it in a clean
@@ -19,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -41,11 +42,6 @@ TIMING_KEYS = ("execution", "ExecuteTime")
 #: In a release (no solutions/), the exercise notebooks as built: the checks course-grade
 #: restores when a learner grades their own work.
 RELEASE_CHECKS = ".course-checks"
-#: What a release holds besides the exercises: everything a learner needs to run the lessons
-#: (`make lab`) and grade their work (`make grade`). Never solutions/ or tests/ (the shortcut
-#: fixtures hold right answers).
-RELEASE_ITEMS = ("notebooks", "src", "jupyter", "benchmarks", "docs", "README.md",
-                 "pyproject.toml", "environment.yml", "Makefile", "LICENSE", ".gitignore")
 
 
 def find_course_root(start: Path | None = None, folder: str = "solutions") -> Path:
@@ -113,34 +109,24 @@ def plan(solutions: Path, exercises: Path) -> tuple[dict[Path, bytes], list[str]
     return wanted, errors
 
 
-def release(root: Path, target: Path) -> list[str]:
-    """Write the learners' copy of the course to ``target`` (which must not exist yet).
-
-    It holds the lessons, the package, the set-up files, and ``exercises/`` built fresh from
-    ``solutions/`` (no solutions, no hidden checks); plus ``.course-checks/``, the same exercise
-    notebooks, which ``course-grade`` uses in place of ``solutions/`` when a learner grades their
-    own work there. No ``solutions/``, no ``tests/``. Returns problems (empty when done).
+def release(root: Path, target: Path, lessons: str | None = None) -> list[str]:
+    """Write (or add lessons to) the learners' copy of the course in ``target``, a git
+    repository: the lessons (``lessons``: ``"01,02"``; lesson 00 always; default every lesson),
+    their ``exercises/`` built fresh from ``solutions/`` (no solutions, no hidden checks), and
+    ``.course-checks/``, the same exercise notebooks, which ``course-grade`` uses in place of
+    ``solutions/`` when a learner grades their own work there; the package and the set-up files.
+    No ``solutions/``, no ``tests/``. Returns problems (empty when done). See ``release.py``.
     """
+    from course_utils.grading.release import ReleaseError, write_release
+
     wanted, errors = plan(root / "solutions", target / "exercises")
     if errors:
         return errors
-    target.mkdir(parents=True)
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "*.egg-info",
-                                    "results")
-    for item in RELEASE_ITEMS:
-        source = root / item
-        if source.is_dir():
-            shutil.copytree(source, target / item, ignore=ignore)
-        elif source.is_file():
-            shutil.copy2(source, target / item)
-    for folder in ("exercises", RELEASE_CHECKS):
-        (target / folder).mkdir()
-        for path, data in wanted.items():
-            (target / folder / path.name).write_bytes(data)
-    leaked = [str(p.relative_to(target)) for p in target.rglob("*.ipynb")
-              if p.parent.name in ("exercises", RELEASE_CHECKS)
-              and any(is_hidden(c) for c in nbformat.read(p, as_version=4).cells)]
-    return [f"{p} holds a hidden check" for p in leaked]
+    try:
+        print(write_release(root, target, wanted, lessons))
+    except ReleaseError as e:
+        return [str(e)]
+    return []
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -156,25 +142,33 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="do not bring the answer key (.answer-key/) up to date")
     parser.add_argument("--release", type=Path, metavar="DIR",
                         help="write the learners' copy of the course to DIR (a new folder): "
-                        "lessons, exercises, the package; no solutions, no hidden checks")
+                        "lessons, exercises, the package; no solutions, no hidden checks; a "
+                        "git repository (an earlier release there gets the new lessons added)")
+    parser.add_argument("--lessons", metavar="01,02",
+                        help="with --release or --gradescope: only these lessons (00 always "
+                        "comes with a release); default: every lesson")
+    parser.add_argument("--gradescope", type=Path, metavar="DIR",
+                        help="write a Gradescope autograder bundle (setup.sh, run_autograder) "
+                        "to DIR, a new folder, and DIR.zip")
     args = parser.parse_args(argv)
+    if args.gradescope:
+        from course_utils.grading.gradescope import build_bundle
+        try:
+            print(build_bundle(find_course_root(), args.gradescope, args.lessons))
+        except (FileNotFoundError, ValueError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        return 0
     if args.release:
         try:
             root = find_course_root()
         except FileNotFoundError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
-        if args.release.exists():
-            print(f"error: {args.release} exists; give a new folder", file=sys.stderr)
-            return 2
-        problems = release(root, args.release)
+        problems = release(root, args.release, args.lessons)
         for problem in problems:
             print(f"error: {problem}", file=sys.stderr)
-        if not problems:
-            print(f"wrote {args.release}: notebooks/, exercises/ "
-                  f"({len(list((args.release / 'exercises').glob('*.ipynb')))} notebooks), src/; "
-                  "no solutions/, no hidden checks")
-        return 1 if problems else 0
+        return 2 if problems else 0
     try:
         root = None if args.solutions and args.exercises else find_course_root()
     except FileNotFoundError as e:
