@@ -684,10 +684,7 @@ class LoadReport:
         """Per server and clients: median requests/s and its range over rounds, pooled latency
         percentiles, requests in flight."""
         header, rows = self._rows()
-        widths = [max(len(c) for c in column) for column in zip(header, *rows, strict=True)]
-        return "\n".join("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
-                                   for i, (c, w) in enumerate(zip(line, widths, strict=True)))
-                         .rstrip() for line in [header, *rows])
+        return _text_table(header, rows)
 
     def __str__(self) -> str:
         return self.table()
@@ -727,6 +724,14 @@ class LoadReport:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LoadReport:
         return cls([LoadResult.from_dict(r) for r in data["results"]])
+
+
+def _text_table(header: list[str], rows: list[list[str]]) -> str:
+    """Columns padded to width: the first left-aligned (names), the others right (numbers)."""
+    widths = [max(len(c) for c in column) for column in zip(header, *rows, strict=True)]
+    return "\n".join("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                               for i, (c, w) in enumerate(zip(line, widths, strict=True)))
+                     .rstrip() for line in [header, *rows])
 
 
 def _clients(n: int) -> str:
@@ -916,10 +921,7 @@ class OpenLoopReport:
         rows = [[r.label, f"{r.rate:,.0f}", f"{r.arrived:,}",
                  *(format_time(r.latency(q)) for q in (50, 95, 99)), f"{r.in_flight:.1f}",
                  _fmt_batch(r.mean_batch)] for r in self.results]
-        widths = [max(len(c) for c in column) for column in zip(header, *rows, strict=True)]
-        return "\n".join("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
-                                   for i, (c, w) in enumerate(zip(line, widths, strict=True)))
-                         .rstrip() for line in [header, *rows])
+        return _text_table(header, rows)
 
     def __str__(self) -> str:
         return self.table()
