@@ -29,6 +29,7 @@ from pathlib import Path
 
 import nbformat
 
+from course_utils.grading.release import copy_items
 from course_utils.grading.report import NotebookReport, format_table
 
 #: What a bundle holds from the course, besides the chosen lessons' solutions notebooks.
@@ -89,13 +90,7 @@ def build_bundle(root: Path, target: Path, lessons_arg: str | None = None) -> st
     for stem in lessons:
         validate(nbformat.read(root / "solutions" / f"{stem}.ipynb", as_version=4), stem)
     target.mkdir(parents=True)
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "*.egg-info")
-    for item in ITEMS:
-        source = root / item
-        if source.is_dir():
-            shutil.copytree(source, target / item, ignore=ignore)
-        elif source.is_file():
-            shutil.copy2(source, target / item)
+    copy_items(root, target, ITEMS)
     (target / "solutions").mkdir()
     for stem in lessons:
         shutil.copy2(root / "solutions" / f"{stem}.ipynb", target / "solutions")

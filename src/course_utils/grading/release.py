@@ -38,6 +38,17 @@ ITEMS = ("src", "jupyter", "benchmarks", "docs", "pyproject.toml", "environment.
          "Makefile", "LICENSE", ".gitignore")
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "*.egg-info",
                                 "results")
+def copy_items(root: Path, target: Path, items: tuple[str, ...]) -> None:
+    """Copy each of ``items`` (files or folders of the course) that exists into ``target``,
+    without caches and build leftovers (``IGNORE``)."""
+    for item in items:
+        source = root / item
+        if source.is_dir():
+            shutil.copytree(source, target / item, ignore=IGNORE)
+        elif source.is_file():
+            shutil.copy2(source, target / item)
+
+
 #: The commit's author: the release tool, not whoever runs it (their name may be private).
 GIT_IDENTITY = ["-c", "user.name=course-build-exercises", "-c",
                 "user.email=course-build-exercises@localhost", "-c", "commit.gpgsign=false"]
@@ -171,12 +182,7 @@ def write_release(root: Path, target: Path, wanted: dict[Path, bytes],
             shutil.rmtree(path)
         elif path.exists():
             path.unlink()
-    for item in ITEMS:
-        source = root / item
-        if source.is_dir():
-            shutil.copytree(source, target / item, ignore=IGNORE)
-        elif source.is_file():
-            shutil.copy2(source, target / item)
+    copy_items(root, target, ITEMS)
     for folder in ("notebooks", "exercises", RELEASE_CHECKS):
         (target / folder).mkdir()
     by_stem = {p.stem: data for p, data in wanted.items()}
