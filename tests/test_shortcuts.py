@@ -1,8 +1,9 @@
 """The shortcut audit of every exercise (tests/fixtures/shortcuts), one kernel per notebook.
 
 For each solutions notebook: the solution earns full marks, the stub of exercises/ earns zero
-with every check failing cleanly, every ``shortcut-*.py`` fixture scores below full marks (or its
-``# expect:``), every ``unusual-*.py`` fixture full marks. This replaces a separate nbval pass over
+with every check failing cleanly, every ``shortcut-*.py`` fixture at most half the points (or its
+``# expect:``, which may only be stricter), every ``partial-*.py`` fixture below full marks, every
+``unusual-*.py`` fixture full marks. This replaces a separate nbval pass over
 solutions/ and a grading run per notebook: the audit runs each solutions notebook top to bottom.
 See ``course_utils/grading/audit.py`` and CONTRIBUTING.md ("Shortcut fixtures").
 """
@@ -43,8 +44,10 @@ def test_every_fixture_folder_names_an_exercise_and_holds_only_fixtures():
         if (folder.parent.name, folder.name) not in known:
             problems.append(f"{folder.relative_to(ROOT)}: no such exercise")
         for path in folder.iterdir():
-            if not (path.suffix == ".py" and path.stem.startswith(("shortcut-", "unusual-"))):
-                problems.append(f"{path.relative_to(ROOT)}: not shortcut-*.py or unusual-*.py")
+            if not (path.suffix == ".py" and
+                    path.stem.startswith(tuple(f"{k}-" for k in audit.FIXTURE_KINDS))):
+                problems.append(f"{path.relative_to(ROOT)}: not shortcut-*.py, partial-*.py or "
+                                f"unusual-*.py")
     assert not problems, "\n".join(problems)
 
 
@@ -69,6 +72,45 @@ def test_fixture_parsing_splits_cells_and_reads_the_expectation(tmp_path):
     assert unusual.problem.startswith("has 1 cell source(s) but the exercise has 2")
 
 
+def _fixture(folder, name, *lines):
+    (folder / f"{name}.py").write_text("\n".join([*lines, "x = 1", ""]))
+
+
+def test_a_shortcut_may_not_expect_more_than_half_and_a_partial_not_full_marks(tmp_path):
+    _fixture(tmp_path, "shortcut-a-below-full", "# shortcut: the old rule", "# expect: < full")
+    _fixture(tmp_path, "shortcut-b-three", "# shortcut: three of four", "# expect: <= 3")
+    _fixture(tmp_path, "shortcut-c-at-least", "# shortcut: unbounded", "# expect: >= 1")
+    _fixture(tmp_path, "shortcut-d-one", "# shortcut: stricter than half", "# expect: <= 1")
+    _fixture(tmp_path, "shortcut-e-half", "# shortcut: half, said", "# expect: <= half")
+    _fixture(tmp_path, "shortcut-f-default", "# shortcut: no expectation")
+    _fixture(tmp_path, "partial-a-full", "# partial: not partial", "# expect: full")
+    _fixture(tmp_path, "partial-b-three", "# partial: an edge case", "# expect: == 3")
+    _fixture(tmp_path, "unusual-a", "# unusual: right")
+    problems = {v.name: v.problem for v in audit.load_fixtures(tmp_path, 1, possible=4)}
+    refused = {name for name, problem in problems.items() if problem}
+    assert refused == {"shortcut-a-below-full", "shortcut-b-three", "shortcut-c-at-least",
+                       "partial-a-full"}
+    assert problems["shortcut-a-below-full"].startswith(
+        "`# expect: < full` lets a shortcut earn more than half the points (2 of 4)")
+    assert "rename the file partial-<slug>.py" in problems["shortcut-a-below-full"]
+    assert "a partial answer must score below full" in problems["partial-a-full"]
+    # Without the exercise's points nothing can be judged yet.
+    assert not any(v.problem for v in audit.load_fixtures(tmp_path, 1))
+
+
+@pytest.mark.parametrize(("kind", "points", "ok"), [
+    ("shortcut", 3, False), ("shortcut", 2, True), ("shortcut", 0, True),
+    ("partial", 3, True), ("partial", 4, False), ("unusual", 4, True), ("unusual", 3, False)])
+def test_the_default_rules_shortcut_at_most_half_partial_below_full(kind, points, ok):
+    result = audit.VariantResult("99_x", "99.1", audit.Variant(f"{kind}-x", kind, ["x = 1"]),
+                                 points, 4)
+    audit._judge(result)
+    assert result.ok is ok, result.why
+    assert result.expected == {"shortcut": "<= 2", "partial": "< 4", "unusual": "== 4"}[kind]
+    if not ok:
+        assert result.why == f"scored {points}/4, expected {result.expected}"
+
+
 def test_a_wrong_fixture_is_reported_with_its_name_and_checks(tmp_path):
     """A tiny course: one exercise, two checks; a 'shortcut' that is right and an 'unusual'
     answer that is wrong must both be reported, naming the variant and the checks."""
@@ -83,19 +125,29 @@ def test_a_wrong_fixture_is_reported_with_its_name_and_checks(tmp_path):
     (folder / "unusual-wrong.py").write_text(
         "# unusual: wrong for 2-D input\ndef double(x):\n    return [2 * v for v in x]\n")
     (folder / "shortcut-hard-coded.py").write_text(
-        "# shortcut: the first checked case only\n# expect: 1\n"
+        "# shortcut: the first checked case only\n"
+        "def double(x):\n    return np.array([2, 4])\n")
+    (folder / "shortcut-lenient.py").write_text(
+        "# shortcut: asks for the old rule\n# expect: < full\n"
+        "def double(x):\n    return np.array([2, 4])\n")
+    (folder / "partial-lists-only.py").write_text(
+        "# partial: the first checked case only, called a partial mistake\n"
         "def double(x):\n    return np.array([2, 4])\n")
     results = {(r.exercise, r.variant.name): r for r in audit.audit_notebook(
         "99_fixture", root=tmp_path, timeout=20)}
     assert [(k, r.ok) for k, r in results.items()] == [
         (("99.1", "solution"), True), (("99.1", "stub"), True),
+        (("99.1", "partial-lists-only"), True),
         (("99.1", "shortcut-actually-right"), False), (("99.1", "shortcut-hard-coded"), True),
-        (("99.1", "unusual-wrong"), False),
+        (("99.1", "shortcut-lenient"), False), (("99.1", "unusual-wrong"), False),
         (("99.2", "solution"), True), (("99.2", "stub"), True)]
     wrong = [r for r in results.values() if not r.ok]
     text = audit.format_results(wrong)
     assert "99.1 shortcut-actually-right (shortcut: not a shortcut at all): scored 2/2, " \
-        "expected < 2" in text
+        "expected <= 1" in text
+    assert "99.1 shortcut-lenient (shortcut: asks for the old rule): `# expect: < full` lets a " \
+        "shortcut earn more than half the points (1 of 2)" in text
+    assert results["99.1", "partial-lists-only"].expected == "< 2"
     assert "99.1 unusual-wrong (unusual: wrong for 2-D input): scored 1/2, expected == 2" in text
     assert "check in code cell 3 (1/1): passed" in text
     assert "check in code cell 4 (0/1): error" in text

@@ -5,15 +5,25 @@
 
 For each exercise ``NN.k`` the course keeps answers as fixtures::
 
-    tests/fixtures/shortcuts/<notebook stem>/<NN.k>/shortcut-<slug>.py   # must score < full
+    tests/fixtures/shortcuts/<notebook stem>/<NN.k>/shortcut-<slug>.py   # must score <= half
+    tests/fixtures/shortcuts/<notebook stem>/<NN.k>/partial-<slug>.py    # must score < full
     tests/fixtures/shortcuts/<notebook stem>/<NN.k>/unusual-<slug>.py    # must score full
+
+A shortcut skips the exercise's point (calls the library, hard-codes the checked values, does
+the work outside the graph): it may earn at most half the points. A partial answer does the
+point but makes a smaller mistake (a forgotten edge case): it must score below full marks.
+An unusual answer is right, written differently: full marks.
 
 A fixture's content replaces the exercise's solution cell (several solution cells: their
 sources separated by a line that is exactly ``# %%``). Its first comment lines say what it is,
 and may set what it must score instead of the default::
 
     # shortcut: recomputes shared nodes instead of caching them (skips "each node once")
-    # expect: < 3                      (or <= 1, == 2, 0, full ...)
+    # expect: <= 1                     (or < 2, == 0, 0, half, full ...)
+
+A shortcut's ``# expect:`` may only be stricter than "at most half" (``# expect: < full`` on a
+shortcut is refused: name it ``partial-`` if it is a partial mistake, or fix the checks); a
+partial's may not allow full marks.
 
 Each notebook runs in ONE kernel: the solutions notebook top to bottom; at the first solution
 cell of each exercise the user namespace is saved, and each variant runs in turn (its cells in
@@ -58,10 +68,12 @@ from course_utils.grading.format import (
 from course_utils.grading.kernel import KernelError
 from course_utils.grading.run import CellResult, NotebookRun, code_cells
 
-Kind = Literal["solution", "stub", "shortcut", "unusual"]
+Kind = Literal["solution", "stub", "shortcut", "partial", "unusual"]
+FIXTURE_KINDS = ("shortcut", "partial", "unusual")
 SEPARATOR = "# %%"
-_EXPECT = re.compile(r"^#\s*expect:\s*(<=|>=|==|<|>|=)?\s*(full|[0-9]+(?:\.[0-9]+)?)\s*(?:#.*)?$",
-                     re.IGNORECASE)
+_EXPECT = re.compile(
+    r"^#\s*expect:\s*(<=|>=|==|<|>|=)?\s*(full|half|[0-9]+(?:\.[0-9]+)?)\s*(?:#.*)?$",
+    re.IGNORECASE)
 _OPS = {"<": float.__lt__, "<=": float.__le__, "==": float.__eq__, ">": float.__gt__,
         ">=": float.__ge__}
 
@@ -111,14 +123,18 @@ def fixtures_root(root: Path | None = None) -> Path:
     return (root or find_course_root()) / "tests" / "fixtures" / "shortcuts"
 
 
-def load_fixtures(folder: Path, n_cells: int) -> list[Variant]:
-    """The fixtures of one exercise (``folder`` = ``.../<stem>/<id>``), sorted by name."""
+def load_fixtures(folder: Path, n_cells: int, possible: float | None = None) -> list[Variant]:
+    """The fixtures of one exercise (``folder`` = ``.../<stem>/<id>``), sorted by name.
+
+    With ``possible`` (the exercise's points), an ``# expect:`` that a fixture's kind does not
+    allow (a shortcut above half, a partial at full marks) makes the fixture a problem.
+    """
     found = []
     for path in sorted(folder.glob("*.py")) if folder.is_dir() else []:
         kind = path.stem.split("-", 1)[0]
-        if kind not in ("shortcut", "unusual"):
+        if kind not in FIXTURE_KINDS:
             found.append(Variant(path.stem, "shortcut", [], path=str(path), problem=(
-                "a fixture's name must start with shortcut- or unusual-")))
+                "a fixture's name must start with shortcut-, partial- or unusual-")))
             continue
         text = path.read_text(encoding="utf-8")
         description, expect = "", None
@@ -136,8 +152,50 @@ def load_fixtures(folder: Path, n_cells: int) -> list[Variant]:
         if len(parts) != n_cells:
             variant.problem = (f"has {len(parts)} cell source(s) but the exercise has {n_cells} "
                                f"solution cell(s); separate them with a line `{SEPARATOR}`")
+        elif possible is not None:
+            variant.problem = expectation_problem(variant, possible)
         found.append(variant)
     return found
+
+
+def default_rule(kind: str) -> tuple[str, str]:
+    """What a variant of this kind must score when its file sets no ``# expect:``."""
+    return {"solution": ("==", "full"), "stub": ("==", "0"),
+            "shortcut": ("<=", "half"), "partial": ("<", "full"),
+            "unusual": ("==", "full")}[kind]
+
+
+def expectation_problem(variant: Variant, possible: float) -> str:
+    """Why the fixture's ``# expect:`` is not allowed for its kind ("" if it is).
+
+    A shortcut skips the point, so its rule may only be stricter than "at most half": every
+    score it allows must be <= possible / 2. A partial's rule may not allow full marks.
+    """
+    if variant.expect is None or variant.kind not in ("shortcut", "partial"):
+        return ""
+    op, value = variant.expect
+    target = _target(value, possible)
+    # The highest score the rule allows (scores lie in [0, possible]), and whether it is allowed
+    # itself (`< 3` allows every score below 3, not 3).
+    highest, reached = {"<": (min(target, possible), target > possible),
+                        "<=": (min(target, possible), True), "==": (target, True),
+                        ">": (possible, True), ">=": (possible, True)}[op]
+    half = possible / 2
+    if variant.kind == "shortcut":
+        allows_above = highest > half
+    else:
+        allows_above = highest >= possible and reached
+    if not allows_above:
+        return ""
+    if variant.kind == "shortcut":
+        return (f"`# expect: {op} {value}` lets a shortcut earn more than half the points "
+                f"({_num(half)} of {_num(possible)}). A shortcut skips the exercise's point: "
+                f"make the check that tests the point carry at least half the points, or, if "
+                f"this answer does the point and only makes a smaller mistake, rename the file "
+                f"partial-<slug>.py")
+    return (f"`# expect: {op} {value}` lets a partial answer earn full marks "
+            f"({_num(possible)}); a partial answer must score below full (a right answer is "
+            f"an unusual-<slug>.py)")
 
 
 def _split(text: str) -> list[str]:
@@ -158,9 +216,8 @@ def _judge(result: VariantResult) -> None:
     if v.problem:
         result.ok, result.expected, result.why = False, "-", v.problem
         return
-    rule = v.expect or {"solution": ("==", "full"), "stub": ("==", "0"),
-                        "shortcut": ("<", "full"), "unusual": ("==", "full")}[v.kind]
-    target = full if rule[1] == "full" else float(rule[1])
+    rule = v.expect or default_rule(v.kind)
+    target = _target(rule[1], full)
     result.expected = f"{rule[0]} {_num(target)}"
     result.ok = _OPS[rule[0]](float(result.points), float(target))
     if not result.ok:
@@ -172,6 +229,10 @@ def _judge(result: VariantResult) -> None:
             + ", ".join(f"check in code cell {c.cell} ({c.outcome})" for c in broken)
     if v.kind == "stub" and any(c.outcome == "error" and not c.message for c in result.checks):
         result.ok, result.why = False, "a check of the stub failed without a message"
+
+
+def _target(value: str, possible: float) -> float:
+    return possible if value == "full" else possible / 2 if value == "half" else float(value)
 
 
 def _num(x: float) -> str:
@@ -200,7 +261,7 @@ def audit_notebook(stem: str, *, root: Path | None = None, timeout: float = 120.
     variants: dict[str, list[Variant]] = {}
     for ex, cells in solution_cells.items():
         stub = Variant("stub", "stub", [strip_solutions(code[i].source, ex) for i in cells])
-        variants[ex] = [stub, *load_fixtures(folder / ex, len(cells))]
+        variants[ex] = [stub, *load_fixtures(folder / ex, len(cells), possible.get(ex, 0))]
     results: list[VariantResult] = []
     for extra in sorted(folder.iterdir()) if folder.is_dir() else []:
         if extra.is_dir() and extra.name not in solution_cells:
@@ -338,7 +399,9 @@ def format_results(results: list[VariantResult], verbose: bool = False) -> str:
                 if c.outcome != "passed" and c.message:
                     lines += [f"        {line}" for line in c.message.splitlines()]
     wrong = sum(not r.ok for r in results)
-    lines += ["", f"{len(results)} variants, {wrong} wrong"]
+    lines += ["", f"{len(results)} variants, {wrong} wrong (the rules, unless a fixture's "
+              f"`# expect:` is stricter: solution and unusual == full, stub == 0, shortcut <= "
+              f"half, partial < full)"]
     return "\n".join(lines)
 
 
@@ -348,7 +411,11 @@ def to_json(results: list[VariantResult]) -> str:
 
 
 def coverage(root: Path | None = None) -> list[str]:
-    """Exercises without two shortcut fixtures and one unusual answer (one line each)."""
+    """Exercises without two shortcut fixtures and one unusual answer (one line each).
+
+    Partial answers (``partial-*.py``) do not count: they show a smaller mistake, not that
+    skipping the point costs at least half the points.
+    """
     root = root or find_course_root()
     missing = []
     for path in sorted((root / "solutions").glob("*.ipynb")):
@@ -358,9 +425,12 @@ def coverage(root: Path | None = None) -> list[str]:
             names = [p.stem for p in folder.glob("*.py")] if folder.is_dir() else []
             shortcuts = sum(n.startswith("shortcut-") for n in names)
             unusual = sum(n.startswith("unusual-") for n in names)
+            partial = sum(n.startswith("partial-") for n in names)
             if shortcuts < 2 or unusual < 1:
+                also = f", {partial} partial(s), which do not count" if partial else ""
                 missing.append(f"{path.stem} {ex}: {shortcuts} shortcut(s), {unusual} unusual "
-                               f"answer(s) in {folder.relative_to(root)} (need 2 and 1)")
+                               f"answer(s){also} in {folder.relative_to(root)} (need 2 "
+                               f"shortcuts and 1 unusual)")
     return missing
 
 
@@ -378,7 +448,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="details for every variant, not only the wrong ones")
     parser.add_argument("--coverage", action="store_true",
-                        help="also list exercises that lack fixtures (exit 1 if any)")
+                        help="also list exercises without 2 shortcut and 1 unusual fixtures "
+                             "(partials do not count; exit 1 if any)")
     args = parser.parse_args(argv)
     root = find_course_root()
     stems = [Path(s).stem for s in args.stems]
