@@ -1,0 +1,255 @@
+"""The course's version of lesson 01's engine: graph nodes, an op table, a vjp table, backprop.
+
+Lesson 01 has you write this engine yourself: the nodes, the order to visit them in, the forward
+pass and the derivative rules. **Write your own there first**; this module is the course's answer,
+kept in one place so that lessons 02-05 can ``from course_utils.engine import ...`` it instead of
+printing it again (a printed engine would also print the answers to lesson 01's exercises).
+
+What is here, in the order lesson 01 builds it:
+
+- :class:`Node`: one value of a graph, ``op`` applied to the values of ``inputs``;
+  ``x + y``, ``x @ y`` and the other operators build nodes (:class:`Operators`);
+- :func:`placeholder`, :func:`constant`, :func:`as_node` and :func:`apply`: ``apply`` builds a node
+  when any input is a node, and computes the op at once when none is (so the op functions work on
+  plain arrays too);
+- ``IMPL``: op name -> a numpy function computing it;
+- the op functions (:func:`add`, :func:`mul`, :func:`tanh`, :func:`matmul`, :func:`reduce_sum`,
+  ...);
+- ``VJP``: op name -> the vector-Jacobian product rule, ``(g, out, *inputs, **attrs)`` -> one
+  gradient per input (``None`` where an input gets no gradient). The rules call the op
+  functions, so on arrays they compute numbers and on nodes they build the gradient graph;
+- :func:`topo_order` (without recursion, so a 20,000-node chain is fine), :func:`evaluate` and
+  :func:`backprop`.
+
+``IMPL`` and ``VJP`` are module-level dicts, shared by every importer: a lesson that registers a
+new op (``IMPL["variable"] = ...``) adds it for everyone in that kernel, which is what a lesson
+wants when it grows the engine. Copy them (``dict(IMPL)``) to experiment without side effects.
+
+>>> x, w = placeholder("x"), placeholder("w")
+>>> y = tanh(x * w)
+>>> values = evaluate([y], {x: 0.5, w: 2.0})
+>>> round(float(values[y]), 4)
+0.7616
+>>> grads = backprop(y, values)
+>>> round(float(grads[w]), 4)  # (1 - tanh(1)^2) * x
+0.21
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+from collections.abc import Callable, Iterable
+
+import numpy as np
+
+_counters: collections.defaultdict[str, itertools.count] = collections.defaultdict(itertools.count)
+
+
+class Operators:
+    """x + y, x - y, x * y, x / y, x @ y, -x: each operator calls an op function."""
+
+    __array_ufunc__ = None  # for `array * node`, numpy steps aside and Python calls __rmul__
+
+    def __add__(self, other): return add(self, other)
+    def __radd__(self, other): return add(other, self)
+    def __sub__(self, other): return sub(self, other)
+    def __rsub__(self, other): return sub(other, self)
+    def __mul__(self, other): return mul(self, other)
+    def __rmul__(self, other): return mul(other, self)
+    def __truediv__(self, other): return div(self, other)
+    def __rtruediv__(self, other): return div(other, self)
+    def __matmul__(self, other): return matmul(self, other)
+    def __rmatmul__(self, other): return matmul(other, self)
+    def __neg__(self): return neg(self)
+
+
+class Node(Operators):
+    """One value of a graph: `op` applied to the values of `inputs` (other Nodes), with `attrs`.
+
+    Nodes compare and hash by identity, so they can be dict keys (``values[node]``).
+    """
+
+    def __init__(self, op: str, inputs: Iterable[Node] = (), attrs: dict | None = None,
+                 name: str | None = None):
+        self.op, self.inputs, self.attrs = op, tuple(inputs), dict(attrs or {})
+        self.name = name or f"{op}_{next(_counters[op])}"
+
+    def __repr__(self) -> str:
+        args = [f"%{x.name}" for x in self.inputs]
+        args += [f"{k}={v!r}" for k, v in self.attrs.items() if k != "value" and v is not None]
+        return f"%{self.name} = {self.op}({', '.join(args)})"
+
+
+def placeholder(name: str) -> Node:
+    """An input of the graph: its value comes from the `feed` of :func:`evaluate`."""
+    return Node("placeholder", name=name)
+
+
+def constant(value, name: str | None = None) -> Node:
+    """A fixed value, kept in the node's attrs."""
+    return Node("const", attrs={"value": np.asarray(value)}, name=name)
+
+
+def as_node(x) -> Node:
+    """`x` itself if it is a Node, else a constant holding it."""
+    return x if isinstance(x, Node) else constant(x)
+
+
+def apply(op: str, *inputs, **attrs):
+    """Add a node if any input is a Node (building a graph); else compute the op now."""
+    if any(isinstance(x, Node) for x in inputs):
+        return Node(op, [as_node(x) for x in inputs], attrs)
+    return IMPL[op](*inputs, **attrs)
+
+
+# --- forward: what each op computes --------------------------------------------------------------
+
+def sum_to(g: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """Sum g down to `shape`: undo numpy's broadcasting.
+
+    >>> sum_to(np.ones((4, 2, 3)), (2, 1)).tolist()
+    [[12.0], [12.0]]
+    """
+    while g.ndim > len(shape):
+        g = g.sum(axis=0)
+    for axis, n in enumerate(shape):
+        if n == 1 and g.shape[axis] != 1:
+            g = g.sum(axis=axis, keepdims=True)
+    return g
+
+
+def logsumexp_impl(x, axis=-1):
+    """log(sum(exp(x))) along `axis`, kept as a size-1 axis; shifted by the max so exp never
+    overflows."""
+    m = np.max(x, axis=axis, keepdims=True)
+    return m + np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True))
+
+
+def broadcast_like_impl(g, x, axis=None):
+    """g broadcast to x's shape; `axis` (the axis a sum removed) is put back first."""
+    if axis is not None:
+        g = np.expand_dims(g, axis)
+    return np.broadcast_to(g, np.shape(x)).copy()
+
+
+IMPL: dict[str, Callable] = {
+    "const": lambda value: value,
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "neg": np.negative,
+    "exp": np.exp, "log": np.log, "tanh": np.tanh, "sign": np.sign,
+    "relu": lambda x: np.maximum(x, 0.0),
+    "matmul": np.matmul, "transpose": lambda x: np.swapaxes(x, -1, -2),
+    "sum": lambda x, axis=None: np.sum(x, axis=axis),
+    "size": lambda x, axis=None: np.float64(np.size(x) if axis is None else np.shape(x)[axis]),
+    "logsumexp": logsumexp_impl,
+    "ones_like": np.ones_like, "zeros_like": np.zeros_like,
+    "unbroadcast": lambda g, x: sum_to(g, np.shape(x)),
+    "broadcast_like": broadcast_like_impl,
+}
+
+
+# --- the op functions: on Nodes they build the graph, on arrays they compute ---------------------
+
+def add(x, y): return apply("add", x, y)
+def sub(x, y): return apply("sub", x, y)
+def mul(x, y): return apply("mul", x, y)
+def div(x, y): return apply("div", x, y)
+def neg(x): return apply("neg", x)
+def exp(x): return apply("exp", x)
+def log(x): return apply("log", x)
+def tanh(x): return apply("tanh", x)
+def relu(x): return apply("relu", x)
+def sign(x): return apply("sign", x)
+def matmul(x, y): return apply("matmul", x, y)
+def transpose(x): return apply("transpose", x)
+def reduce_sum(x, axis=None): return apply("sum", x, axis=axis)
+def size(x, axis=None): return apply("size", x, axis=axis)
+def logsumexp(x, axis=-1): return apply("logsumexp", x, axis=axis)
+def ones_like(x): return apply("ones_like", x)
+def zeros_like(x): return apply("zeros_like", x)
+def unbroadcast(g, x): return apply("unbroadcast", g, x)
+def broadcast_like(g, x, axis=None): return apply("broadcast_like", g, x, axis=axis)
+def reduce_mean(x, axis=None): return reduce_sum(x, axis) / size(x, axis)
+
+
+# --- backward: one vector-Jacobian product per op ------------------------------------------------
+
+# matmul's rule, like lesson 01's, takes both operands with the same batch axes (or plain
+# matrices): it does not sum a broadcast batch axis back down.
+VJP: dict[str, Callable] = {  # op -> (g, out, *inputs, **attrs) -> one gradient per input
+    "add": lambda g, out, x, y: (unbroadcast(g, x), unbroadcast(g, y)),
+    "sub": lambda g, out, x, y: (unbroadcast(g, x), unbroadcast(-g, y)),
+    "mul": lambda g, out, x, y: (unbroadcast(g * y, x), unbroadcast(g * x, y)),
+    "div": lambda g, out, x, y: (unbroadcast(g / y, x), unbroadcast(-g * out / y, y)),
+    "neg": lambda g, out, x: (-g,),
+    "exp": lambda g, out, x: (g * out,),
+    "log": lambda g, out, x: (g / x,),
+    "tanh": lambda g, out, x: (g * (1.0 - out * out),),
+    "relu": lambda g, out, x: (g * sign(out),),
+    "sign": lambda g, out, x: (None,),
+    "matmul": lambda g, out, x, y: (g @ transpose(y), transpose(x) @ g),
+    "transpose": lambda g, out, x: (transpose(g),),
+    "sum": lambda g, out, x, axis=None: (broadcast_like(g, x, axis=axis),),
+    "size": lambda g, out, x, axis=None: (None,),
+    "logsumexp": lambda g, out, x, axis=-1: (g * exp(x - out),),
+    "ones_like": lambda g, out, x: (None,),
+    "zeros_like": lambda g, out, x: (None,),
+    "unbroadcast": lambda g, out, x, like: (broadcast_like(g, x), None),
+    "broadcast_like": lambda g, out, x, like, axis=None:
+        (unbroadcast(g, x) if axis is None else reduce_sum(g, axis=axis), None),
+}
+
+
+# --- running a graph ----------------------------------------------------------------------------
+
+def topo_order(outputs: Iterable[Node]) -> list[Node]:
+    """Every node `outputs` depend on, each once, after all of its inputs; no recursion.
+
+    An explicit stack of (node, inputs_done) pairs replaces the call stack, so the depth of the
+    graph is limited by memory, not by Python's recursion limit.
+    """
+    order, done = [], set()
+    stack = [(node, False) for node in reversed(list(outputs))]
+    while stack:
+        node, inputs_done = stack.pop()
+        if node in done:
+            continue
+        if inputs_done:
+            done.add(node)
+            order.append(node)
+        else:
+            stack.append((node, True))
+            stack.extend((x, False) for x in reversed(node.inputs) if x not in done)
+    return order
+
+
+def evaluate(outputs: Iterable[Node], feed: dict) -> dict:
+    """The value of every node that `outputs` depend on; `feed` gives the placeholders' values."""
+    values = {}
+    for node in topo_order(outputs):
+        values[node] = (np.asarray(feed[node]) if node.op == "placeholder" else
+                        IMPL[node.op](*[values[x] for x in node.inputs], **node.attrs))
+    return values
+
+
+def backprop(output: Node, values: dict) -> dict:
+    """d output / d node for every node `output` depends on, given the forward `values`."""
+    grads = {output: np.ones_like(values[output])}
+    for node in reversed(topo_order([output])):
+        if node not in grads or not node.inputs:
+            continue
+        input_grads = VJP[node.op](grads[node], values[node],
+                                   *[values[x] for x in node.inputs], **node.attrs)
+        for x, gx in zip(node.inputs, input_grads, strict=True):
+            if gx is not None:
+                grads[x] = grads[x] + gx if x in grads else gx
+    return grads
+
+
+__all__ = [
+    "Operators", "Node", "placeholder", "constant", "as_node", "apply", "IMPL", "VJP",
+    "add", "sub", "mul", "div", "neg", "exp", "log", "tanh", "relu", "sign", "matmul",
+    "transpose", "reduce_sum", "size", "logsumexp", "ones_like", "zeros_like", "unbroadcast",
+    "broadcast_like", "reduce_mean", "sum_to", "logsumexp_impl", "broadcast_like_impl",
+    "topo_order", "evaluate", "backprop",
+]
