@@ -1,6 +1,7 @@
-"""course_utils.engine (lesson 01's engine, as the course wrote it) against numpy and central
-differences: every op's forward value, every vjp rule (with broadcasting), and topo_order on a
-graph far deeper than Python's recursion limit."""
+"""course_utils.engine (lesson 01's engine, as the course wrote it) and course_utils.tape (lesson
+04's eager mode) against numpy, central differences and PyTorch: every op's forward value, every
+vjp rule (with broadcasting), topo_order on a graph far deeper than Python's recursion limit, run
+and gradients (lesson 02), and the tape's backward."""
 
 import doctest
 import sys
@@ -154,7 +155,7 @@ def test_vjp_rules_on_nodes_build_a_gradient_graph():
 
 
 def test_every_op_has_a_forward_and_a_vjp():
-    assert set(E.IMPL) - set(E.VJP) == {"const"}
+    assert set(E.IMPL) - set(E.VJP) == {"const", "variable"}
     assert set(E.VJP) <= set(E.IMPL)
 
 
@@ -194,4 +195,86 @@ def test_topo_order_and_backprop_on_a_20000_node_chain():
 
 def test_doctests():
     failures, tried = doctest.testmod(E)
+    assert tried > 0 and failures == 0
+
+
+def test_run_prunes_and_names_a_missing_feed():
+    x, y = E.placeholder("x"), E.placeholder("y")
+    a = E.tanh(x) * 2.0
+    b = a + y
+    np.testing.assert_allclose(E.run(a, {x: 0.3}), 2 * np.tanh(0.3))  # y not needed
+    assert E.run([a], {x: 0.3})[0] == E.run(a, {x: 0.3})
+    with pytest.raises(E.MissingFeedError, match="%y"):
+        E.run(b, {x: 0.3})
+    np.testing.assert_allclose(E.run(b, {x: 0.3, y: 1.0}), 2 * np.tanh(0.3) + 1.0)
+
+
+def test_gradients_build_nodes_that_equal_backprop_and_second_derivatives():
+    x = E.placeholder("x")
+    w = E.variable([[0.5, -1.0], [2.0, 0.3]])
+    loss = E.reduce_sum(E.tanh(x @ w) * E.exp(x))
+    gx, gw = E.gradients(loss, [x, w])
+    assert isinstance(gx, E.Node) and isinstance(gw, E.Node)
+    xv = normal(3, 2)
+    values = E.evaluate([loss], {x: xv})
+    grads = E.backprop(loss, values)
+    got_x, got_w = E.run([gx, gw], {x: xv})
+    np.testing.assert_allclose(got_x, grads[x], rtol=1e-12)
+    np.testing.assert_allclose(got_w, grads[w], rtol=1e-12)
+    # gradients of gradients: d/dx sum(d tanh(x)/dx) = -2 tanh(x) (1 - tanh(x)^2)
+    s = E.placeholder("s")
+    (g1,) = E.gradients(E.reduce_sum(E.tanh(s)), [s])
+    (g2,) = E.gradients(E.reduce_sum(g1), [s])
+    sv = normal(4)
+    t = np.tanh(sv)
+    np.testing.assert_allclose(E.run(g2, {s: sv}), -2 * t * (1 - t * t), rtol=1e-12)
+
+
+def test_tape_backward_against_pytorch():
+    torch = pytest.importorskip("torch")
+    from course_utils import tape as T
+
+    X, W0, b0, W1 = normal(5, 3), normal(3, 4), normal(4), normal(4, 2)
+    Y = np.eye(2)[RNG.integers(0, 2, size=5)]
+    params = [T.Tensor(a, requires_grad=True) for a in (W0, b0, W1)]
+    h = E.relu(X @ params[0] + params[1]) @ params[2]
+    loss = -E.reduce_mean(E.reduce_sum(Y * (h - E.logsumexp(h, axis=1)), axis=1))
+    assert isinstance(loss, T.Tensor) and loss.grad_fn is not None
+    loss.backward()
+    tp = [torch.tensor(a, requires_grad=True) for a in (W0, b0, W1)]
+    th = torch.relu(torch.tensor(X) @ tp[0] + tp[1]) @ tp[2]
+    tl = -(torch.tensor(Y) * torch.log_softmax(th, dim=1)).sum(dim=1).mean()
+    tl.backward()
+    np.testing.assert_allclose(float(loss.data), tl.item(), rtol=1e-12)
+    for p, t in zip(params, tp, strict=True):
+        np.testing.assert_allclose(p.grad, t.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_tape_accumulates_no_grad_records_nothing_and_deep_tapes():
+    from course_utils import tape as T
+
+    w = T.Tensor(np.array([1.0, 2.0]), requires_grad=True)
+    loss = E.reduce_sum(w * w + w)
+    loss.backward()
+    loss.backward()
+    np.testing.assert_allclose(w.grad, 2 * (2 * np.array([1.0, 2.0]) + 1))
+    with T.no_grad():
+        plain = w * 2.0
+        with T.no_grad():
+            pass
+        still = w * 2.0
+    assert plain.grad_fn is None and still.grad_fn is None and not plain.requires_grad
+    assert T.GRAD_ENABLED and (w * 2.0).grad_fn[0] == "mul"
+    deep = T.Tensor(np.array(0.5), requires_grad=True)
+    v = deep
+    for _ in range(20_000):
+        v = v * 1.0001
+    v.backward()
+    np.testing.assert_allclose(deep.grad, 1.0001 ** 20_000, rtol=1e-9)
+
+
+def test_tape_doctests():
+    from course_utils import tape as T
+
+    failures, tried = doctest.testmod(T)
     assert tried > 0 and failures == 0

@@ -19,7 +19,11 @@ What is here, in the order lesson 01 builds it:
   gradient per input (``None`` where an input gets no gradient). The rules call the op
   functions, so on arrays they compute numbers and on nodes they build the gradient graph;
 - :func:`topo_order` (without recursion, so a 20,000-node chain is fine), :func:`evaluate` and
-  :func:`backprop`.
+  :func:`backprop`;
+- and lesson 02's additions, for the lessons after it: :func:`variable`, :func:`run` (computes only
+  what the fetches need) and :func:`gradients` (reverse mode whose vjp rules build nodes).
+
+Lesson 04's eager mode (``Tensor``, the tape, ``backward``) is in :mod:`course_utils.tape`.
 
 ``IMPL`` and ``VJP`` are module-level dicts, shared by every importer: a lesson that registers a
 new op (``IMPL["variable"] = ...``) adds it for everyone in that kernel, which is what a lesson
@@ -246,10 +250,52 @@ def backprop(output: Node, values: dict) -> dict:
     return grads
 
 
+# --- lesson 02's additions: state, a run that prunes, gradients as graph ------------------------
+
+def variable(value, name: str | None = None) -> Node:
+    """State: a value kept in the graph, read by every run, changed by training between runs."""
+    return Node("variable", attrs={"value": np.array(value, dtype=np.float64)}, name=name)
+
+
+IMPL["variable"] = lambda value: value
+
+
+class MissingFeedError(KeyError):
+    """A placeholder that a fetch needs has no value in feed_dict."""
+
+
+def run(fetches, feed_dict: dict | None = None):
+    """The value of `fetches` (a Node, or a list of Nodes), computing only what they need."""
+    feed_dict = feed_dict or {}
+    nodes = fetches if isinstance(fetches, list) else [fetches]
+    values = {}
+    for node in topo_order(nodes):  # only what the fetches depend on
+        if node in feed_dict:
+            values[node] = np.asarray(feed_dict[node])
+        elif node.op == "placeholder":
+            raise MissingFeedError(f"placeholder %{node.name} has no value: add it to feed_dict")
+        else:
+            values[node] = IMPL[node.op](*[values[x] for x in node.inputs], **node.attrs)
+    return [values[n] for n in nodes] if isinstance(fetches, list) else values[fetches]
+
+
+def gradients(y: Node, xs: list[Node]) -> list[Node]:
+    """Nodes that compute d y / d x for each x in xs: reverse mode whose vjp rules build nodes."""
+    grads = {y: ones_like(y)}  # the seed, now a node
+    for node in reversed(topo_order([y])):
+        if node not in grads or not node.inputs:
+            continue
+        input_grads = VJP[node.op](grads[node], node, *node.inputs, **node.attrs)
+        for x, gx in zip(node.inputs, input_grads, strict=True):
+            if gx is not None:
+                grads[x] = grads[x] + gx if x in grads else gx  # on nodes, `+` adds an add node
+    return [grads[x] if x in grads else zeros_like(x) for x in xs]
+
+
 __all__ = [
     "Operators", "Node", "placeholder", "constant", "as_node", "apply", "IMPL", "VJP",
     "add", "sub", "mul", "div", "neg", "exp", "log", "tanh", "relu", "sign", "matmul",
     "transpose", "reduce_sum", "size", "logsumexp", "ones_like", "zeros_like", "unbroadcast",
     "broadcast_like", "reduce_mean", "sum_to", "logsumexp_impl", "broadcast_like_impl",
-    "topo_order", "evaluate", "backprop",
+    "topo_order", "evaluate", "backprop", "variable", "MissingFeedError", "run", "gradients",
 ]
