@@ -377,8 +377,9 @@ def format_results(results: list[VariantResult], verbose: bool = False) -> str:
              "checks that failed")]
     for r in results:
         failed = ", ".join(f"cell {c.cell}" for c in r.failed_checks) or "-"
-        rows.append((r.notebook, r.exercise, r.variant.name,
-                     f"{_num(r.points)}/{_num(r.possible)}", r.expected,
+        score = f"-/{_num(r.possible)}" if r.variant.problem else \
+            f"{_num(r.points)}/{_num(r.possible)}"  # a fixture with a problem does not run
+        rows.append((r.notebook, r.exercise, r.variant.name, score, r.expected,
                      "ok" if r.ok else "WRONG", failed))
     widths = [max(len(row[k]) for row in rows) for k in range(len(rows[0]))]
     lines = ["  ".join(f"{v:<{w}}" for v, w in zip(row, widths, strict=True)).rstrip()
