@@ -10,7 +10,9 @@
 - around every check cell it runs the tamper probe (``tamper.py``); a check with a changed
   kernel around it is ``tampered``;
 - the message is the whole error (``ename: evalue``, every line), with the cell files of
-  tracebacks named as the notebook's cells (``code cell 4, line 2``), plus the learner's line
+  tracebacks named as the notebook's cells (``code cell 4, line 2``, counting the blank lines
+  a cell starts with, which IPython drops before compiling) and the stack frames it lists cut
+  to the learner's cells (one line says how many others were left out), plus the learner's line
   where it went wrong and a one-line summary that, for TensorFlow's "in user code:" errors, is
   the root cause rather than the header.
 
@@ -45,6 +47,9 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _CELL_FRAME = re.compile(r"^Cell In\[(\d+)\], line (\d+)")
 _CELL_FILE = re.compile(r'File "(?:[^"\n]*/)?ipykernel_\d+/(\d+)\.py", line (\d+)')
 _SYNTAX_FILE = re.compile(r"\((\d+)\.py, line (\d+)\)")  # SyntaxError: ... (123.py, line 2)
+#: A stack frame inside an error's message (TensorFlow prints the frames of "in user code" and of
+#: where a tensor "was defined"): ``File "/path/x.py", line 3, in f``.
+_FRAME_LINE = re.compile(r'^(\s*)File "[^"\n]*", line \d+')
 #: Lines that head a framework's error message and say nothing themselves: the root cause is
 #: further down (TensorFlow's tf.function errors, TorchScript's interpreter errors).
 _HEADERS = re.compile(r"^(in user code:|The following operation failed in the TorchScript "
@@ -321,7 +326,7 @@ class NotebookRun:
 
     def explain(self, reply: Reply) -> tuple[str, str, str]:
         """(the whole message, a one-line summary, the learner's line) for an error reply."""
-        evalue = self._name_cell_files(reply.evalue.rstrip())
+        evalue = self._name_cell_files(self._learners_frames(reply.evalue.rstrip()))
         full = f"{reply.ename}: {evalue}" if evalue.strip() else reply.ename
         lines = [line for line in evalue.splitlines() if line.strip()]
         first = lines[0].strip() if lines else ""
@@ -343,10 +348,42 @@ class NotebookRun:
             index = names.get(match.group(1))
             if index is None:
                 return match.group(0)
-            where = f"{self.label(index)}, line {match.group(2)}"
+            line = int(match.group(2)) + _blank_lead(self.cells[index])
+            where = f"{self.label(index)}, line {line}"
             return f"({where})" if match.group(0).startswith("(") else where
 
         return _SYNTAX_FILE.sub(name, _CELL_FILE.sub(name, text))
+
+    def _learners_frames(self, text: str) -> str:
+        """The stack frames an error's message lists (TensorFlow lists the kernel's 20-odd
+        frames of ipykernel and asyncio, and its own), cut to those in the learner's cells: each
+        run of other frames (a check's cell, the kernel, a library; with its source line)
+        becomes one line saying how many were left out."""
+        if "File \"" not in text:
+            return text
+        names = _cell_file_names(self.cells)
+        lines, out = text.splitlines(), []
+        dropped, indent, i = 0, "", 0
+        while i < len(lines):
+            frame = _FRAME_LINE.match(lines[i])
+            cell = _CELL_FILE.search(lines[i]) if frame else None
+            index = names.get(cell.group(1)) if cell else None
+            if frame is None or (index is not None and index not in self.check_cells):
+                if dropped:
+                    out.append(f"{indent}({_left_out(dropped)})")
+                    dropped = 0
+                out.append(lines[i])
+                i += 1
+                continue
+            dropped, indent = dropped + 1, frame.group(1)
+            i += 1
+            following = lines[i] if i < len(lines) else ""
+            if following.strip() and not _FRAME_LINE.match(following) and \
+                    len(following) - len(following.lstrip()) > len(indent):
+                i += 1  # the frame's source line
+        if dropped:
+            out.append(f"{indent}({_left_out(dropped)})")
+        return "\n".join(out)
 
     def _where(self, reply: Reply) -> str:
         """The deepest traceback frame in a notebook cell: ``code cell 3, line 2: `...```."""
@@ -355,11 +392,12 @@ class NotebookRun:
             first = _ANSI.sub("", entry).lstrip().splitlines()[0] if entry.strip() else ""
             m = _CELL_FRAME.match(first)
             if m and int(m.group(1)) in self._count:
-                frames.append((self._count[int(m.group(1))], int(m.group(2))))
+                index = self._count[int(m.group(1))]
+                frames.append((index, int(m.group(2)) + _blank_lead(self.cells.get(index, ""))))
         for m in _CELL_FILE.finditer(reply.evalue):  # frames inside a tf.function
             index = _cell_file_names(self.cells).get(m.group(1))
             if index is not None:
-                frames.append((index, int(m.group(2))))
+                frames.append((index, int(m.group(2)) + _blank_lead(self.cells[index])))
         # A check's own assertion needs no pointer: the message says it. Point at learner code.
         frames = [(i, n) for i, n in frames if i not in self.check_cells]
         if not frames:
@@ -520,6 +558,21 @@ del __course_grade_restore
 
 def _size(n: int) -> str:
     return f"{n / 2**20:.1f} MB" if n >= 2**20 else f"{n / 1024:.0f} kB"
+
+
+def _blank_lead(source: str) -> int:
+    """How many blank lines start a cell. IPython drops them before it compiles the cell (its
+    ``leading_empty_lines`` transform), so a traceback's ``line 2`` of a cell that starts with
+    three blank lines is the learner's line 5."""
+    lines = source.splitlines()
+    for i, line in enumerate(lines):
+        if line.strip():
+            return i
+    return 0
+
+
+def _left_out(n: int) -> str:
+    return f"{n} frame{'s' if n != 1 else ''} not in your code left out"
 
 
 def _cell_file_names(cells: dict[int, str]) -> dict[str, int]:
