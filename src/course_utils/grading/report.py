@@ -72,12 +72,14 @@ class ExerciseResult:
     checks: list[CheckResult] = field(default_factory=list)
 
     def details(self) -> list[tuple[str, str]]:
-        """(heading, full text) of each failing check; identical messages share one entry."""
+        """(heading, full text) of each failing check; identical messages share one entry, and
+        so does one error of the learner's code that several checks ran into (see
+        ``same_error``): it is shown once, as the first of them reported it."""
         groups: list[tuple[list[CheckResult], str]] = []
         for c in self.checks:
             if c.status == "pass":
                 continue
-            if groups and groups[-1][1] == c.text():
+            if groups and (groups[-1][1] == c.text() or same_error(groups[-1][0][0], c)):
                 groups[-1][0].append(c)
             else:
                 groups.append(([c], c.text()))
@@ -95,6 +97,18 @@ class ExerciseResult:
             out.append((f"{self.exercise}, {where} ({pts}): {checks[0].status}",
                         text or "(no message)"))
         return out
+
+
+_NUMBER = re.compile(r"[0-9]+")
+
+
+def same_error(a: CheckResult, b: CheckResult) -> bool:
+    """Two checks stopped by one error of the learner's code: both raised (not a failed
+    assertion) at the same line of the learner's, with messages equal but for their numbers
+    (TensorFlow names each trace's graphs with fresh ids; the frames left out differ by the
+    check's own)."""
+    return (a.status == b.status == "error" and bool(a.where) and a.where == b.where
+            and _NUMBER.sub("#", a.message) == _NUMBER.sub("#", b.message))
 
 
 @dataclass
