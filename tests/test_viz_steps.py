@@ -313,7 +313,8 @@ def _lesson01_engine():
     nb = json.loads((Path(__file__).parents[1] / "notebooks" / "01_computation_graphs.ipynb")
                     .read_text(encoding="utf-8"))
     wanted = ["l01-node", "l01-byhand", "l01-topo", "l01-impl", "l01-impl2", "l01-operators",
-              "l01-apply", "l01-opfns", "l01-rebuild", "l01-vjp", "l01-apply2", "l01-backprop"]
+              "l01-apply", "l01-opfns", "l01-rebuild", "l01-vjp", "l01-vjp-course", "l01-apply2",
+              "l01-backprop"]
     cells = {c.get("id"): "".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"}
     env: dict = {}
     with contextlib.redirect_stdout(io.StringIO()):
