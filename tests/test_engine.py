@@ -173,6 +173,13 @@ def test_topo_order_shared_nodes_once_inputs_first():
     assert {x, a, b, c, out} <= set(order)
 
 
+def test_topo_order_follows_the_links_it_is_given():
+    """inputs_of replaces node.inputs: here a tiny graph of names, as lesson 04's tape uses it."""
+    links = {"loss": ["h", "w"], "h": ["x", "w"], "x": [], "w": []}
+    order = E.topo_order(["loss"], lambda name: links[name])
+    assert order == ["x", "w", "h", "loss"]
+
+
 def test_topo_order_and_backprop_on_a_20000_node_chain():
     depth = 20_000
     x = E.placeholder("x")

@@ -206,12 +206,16 @@ VJP: dict[str, Callable] = {  # op -> (g, out, *inputs, **attrs) -> one gradient
 
 # --- running a graph ----------------------------------------------------------------------------
 
-def topo_order(outputs: Iterable[Node]) -> list[Node]:
+def topo_order(outputs: Iterable[Node],
+               inputs_of: Callable[[Node], Iterable[Node]] | None = None) -> list[Node]:
     """Every node `outputs` depend on, each once, after all of its inputs; no recursion.
 
     An explicit stack of (node, inputs_done) pairs replaces the call stack, so the depth of the
-    graph is limited by memory, not by Python's recursion limit.
+    graph is limited by memory, not by Python's recursion limit. `inputs_of(node)` says what a
+    node depends on (default: ``node.inputs``), so the same walk serves other graphs, such as
+    lesson 04's tape (:func:`course_utils.tape.tape_order`).
     """
+    inputs_of = inputs_of or (lambda node: node.inputs)
     order, done = [], set()
     stack = [(node, False) for node in reversed(list(outputs))]
     while stack:
@@ -223,7 +227,7 @@ def topo_order(outputs: Iterable[Node]) -> list[Node]:
             order.append(node)
         else:
             stack.append((node, True))
-            stack.extend((x, False) for x in reversed(node.inputs) if x not in done)
+            stack.extend((x, False) for x in reversed(list(inputs_of(node))) if x not in done)
     return order
 
 

@@ -33,7 +33,7 @@ import contextlib
 import numpy as np
 
 from course_utils import engine
-from course_utils.engine import IMPL, VJP, Node, Operators, constant
+from course_utils.engine import IMPL, VJP, Node, Operators, constant, topo_order
 
 GRAD_ENABLED = True  # the no-grad switch: while it is False, eager ops record nothing
 
@@ -96,21 +96,14 @@ def apply(op: str, *inputs, **attrs):
 engine.apply = apply  # the op functions look `apply` up in course_utils.engine at each call
 
 
+def recorded_inputs(v: Tensor) -> list[Tensor]:
+    """What a tensor depends on along the tape: the inputs of its entry that require grad."""
+    return [x for x in v.grad_fn[1] if x.requires_grad] if v.grad_fn is not None else []
+
+
 def tape_order(t: Tensor) -> list[Tensor]:
     """The tensors recorded on the way to t (and the leaves that require grad), inputs first."""
-    order, done, stack = [], set(), [(t, False)]
-    while stack:
-        v, inputs_done = stack.pop()
-        if v in done:
-            continue
-        if inputs_done:
-            done.add(v)
-            order.append(v)
-        else:
-            stack.append((v, True))
-            if v.grad_fn is not None:
-                stack.extend((x, False) for x in v.grad_fn[1] if x.requires_grad)
-    return order
+    return topo_order([t], recorded_inputs)  # lesson 01's walk, following grad_fn links
 
 
 def backward(t: Tensor) -> None:
@@ -130,5 +123,5 @@ def backward(t: Tensor) -> None:
                 grads[x] = grads[x] + gx if x in grads else gx
 
 
-__all__ = ["GRAD_ENABLED", "no_grad", "Tensor", "eager_apply", "as_node", "apply", "tape_order",
-           "backward"]
+__all__ = ["GRAD_ENABLED", "no_grad", "Tensor", "eager_apply", "as_node", "apply",
+           "recorded_inputs", "tape_order", "backward"]
