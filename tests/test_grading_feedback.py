@@ -125,6 +125,7 @@ def test_different_failures_keep_their_own_messages():
 # --- the line the learner sees -------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_line_pointers_count_the_blank_lines_a_cell_starts_with():
     with NotebookRun(60, probe=False) as run:
         run.run_cell(0, "\n\n\ndef f(x):\n    return 1 / x\n")
@@ -177,6 +178,7 @@ def fixture(exercise: str, name: str) -> str:
     return (FIXTURES / exercise / f"{name}.py").read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_a_backward_that_forgets_grad_out_is_asked_about_grad_out(lesson07):
     answer = fixture("07.1", "shortcut-ignores-grad-out")
     for check in ("c05", "4e4ebc0f"):  # the backward check and the hidden one
@@ -186,6 +188,7 @@ def test_a_backward_that_forgets_grad_out_is_asked_about_grad_out(lesson07):
         assert "nan" not in message and "inf" not in message.replace("info", ""), message
 
 
+@pytest.mark.slow
 def test_nan_or_inf_is_named_only_when_the_values_are_not_finite(lesson07):
     overflowing = (
         "class SiLU(torch.autograd.Function):\n"
@@ -207,6 +210,7 @@ def test_nan_or_inf_is_named_only_when_the_values_are_not_finite(lesson07):
     assert outcome == "passed", message
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["shortcut-no-zero-grad", "shortcut-clears-after-step"])
 def test_stale_gradients_get_the_stale_gradients_hint(lesson07, name):
     answer = fixture("07.4", name)
@@ -217,6 +221,7 @@ def test_stale_gradients_get_the_stale_gradients_hint(lesson07, name):
     assert outcome == "failed" and "already in .grad" in message, message
 
 
+@pytest.mark.slow
 def test_the_solution_and_an_unusual_answer_pass_the_stale_gradient_checks(lesson07):
     cells, _ = lesson07
     for answer in (cells["c16"].source, fixture("07.4", "unusual-sum-loss-scaled-lr"),
@@ -228,6 +233,7 @@ def test_the_solution_and_an_unusual_answer_pass_the_stale_gradient_checks(lesso
 # --- 09: TensorFlow's retracing warning, for the learner's code ---------------------------------
 
 
+@pytest.mark.slow
 def test_exercises_09_show_the_learners_retracing_warning_not_the_storms():
     """Exercise 09.2 is about retracing: the set-up keeps TensorFlow's warnings on, so a
     calm_step that still retraces says so; the storm it shows on purpose hides its own."""
