@@ -1,6 +1,7 @@
 """course_utils.serving against independent facts: replies equal direct model calls, the batcher
 never mixes up requests or overfills a batch, percentiles equal numpy's, and the load test counts
-what it ran. No timing is asserted."""
+what it ran. Where the behaviour is about time (queueing past capacity, Little's law), the bounds
+allow for a busy machine: they follow the window's own length, or tests/machine_speed.py."""
 
 import asyncio
 import socket
@@ -9,6 +10,7 @@ import time
 
 import numpy as np
 import pytest
+from machine_speed import slowness
 
 from course_utils import serving
 
@@ -416,13 +418,18 @@ def test_a_window_lasts_many_latencies_so_littles_law_reads_the_clients():
     # window would count too few of them (the ones still in flight at its end are left out) and
     # read far below 8. The window stays open for many latencies instead (up to ten times its
     # duration_s, which a busy machine may reach).
+    # A window of n latencies miscounts each client by at most about one request at each end,
+    # so the reading is within about 1/n of 8 (n = 20 when the window could reach it; fewer when
+    # a starved machine made latencies so long that the window hit its cap of 10 x duration_s).
     inputs = RNG.standard_normal((16, 6)).astype(np.float32)
     with serving.Server(sleepy_model) as server:
-        report = serving.load_test({"m": server}, inputs, 8, rounds=1, duration_s=0.1,
+        report = serving.load_test({"m": server}, inputs, 8, rounds=1, duration_s=0.3,
                                    warmup_s=0.05)
     (window,) = report.results
-    assert window.duration_s >= min(1.0, serving.WINDOW_LATENCIES * window.mean_latency) * 0.9
-    assert 8 * 0.85 <= report.in_flight("m", 8) <= 8 * 1.05
+    assert window.duration_s >= min(3.0, serving.WINDOW_LATENCIES * window.mean_latency) * 0.9
+    latencies = window.duration_s / window.mean_latency  # how many latencies the window lasted
+    slack = max(0.15, 2 / latencies)
+    assert 8 * (1 - slack) <= report.in_flight("m", 8) <= 8 * (1 + slack)
 
 
 def test_open_loop_arrivals_are_poisson_at_the_offered_rate():
@@ -446,7 +453,8 @@ def test_open_loop_latency_explodes_past_capacity_and_counts_the_queue():
         report = serving.open_loop_test({"m": server}, inputs, [50, 500], duration_s=0.5,
                                         warmup_s=0.0)
     light, heavy = report.result("m", 50), report.result("m", 500)
-    assert light.latency(50) < 0.05
+    # 4 ms of model and a little of the server's own work; a busy machine stretches both.
+    assert light.latency(50) < 0.05 * slowness()
     assert heavy.latency(99) > 0.1 and heavy.latency(99) > 5 * light.latency(99)
     # Little's law: in flight = arrival rate x mean latency, many requests past capacity.
     assert heavy.in_flight > 10 > light.in_flight
