@@ -50,7 +50,7 @@ lab: kernel
 # Every check: lint, exercises in sync with solutions, unit tests and lesson notebooks (outputs
 # compared). The solutions notebooks run in tests/test_shortcuts.py, the shortcut audit: each
 # runs top to bottom in one kernel, earns full marks, and every exercise's shortcut answers
-# score below full marks (tests/fixtures/shortcuts).
+# earn at most half its points (tests/fixtures/shortcuts).
 test: venv
 	$(BIN)/ruff check .
 	$(BIN)/course-build-exercises --check
