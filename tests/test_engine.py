@@ -280,6 +280,43 @@ def test_tape_accumulates_no_grad_records_nothing_and_deep_tapes():
     np.testing.assert_allclose(deep.grad, 1.0001 ** 20_000, rtol=1e-9)
 
 
+def test_mlp_loss_and_grad_in_both_modes_against_pytorch():
+    """The capstone's given pieces: mlp_loss on tensors and on nodes is PyTorch's cross-entropy,
+    and grad gives PyTorch's gradients as arrays (a Tensor, twice on the same leaves) and as
+    nodes (a Node)."""
+    torch = pytest.importorskip("torch")
+    from course_utils import tape as T
+
+    X, labels = normal(7, 2), RNG.integers(0, 3, size=7)
+    Y = np.eye(3)[labels]
+    init = [normal(2, 5), normal(5), normal(5, 4), normal(4), normal(4, 3), normal(3)]
+    tp = [torch.tensor(a, requires_grad=True) for a in init]
+    th = torch.tensor(X)
+    for i in range(0, 6, 2):
+        th = th @ tp[i] + tp[i + 1]
+        th = torch.relu(th) if i < 4 else th
+    want = torch.nn.functional.cross_entropy(th, torch.tensor(labels))
+    want_grads = [g.numpy() for g in torch.autograd.grad(want, tp)]
+
+    leaves = [T.Tensor(a, requires_grad=True) for a in init]
+    for _ in range(2):  # the second call must not add in what the first left in .grad
+        loss = E.mlp_loss(leaves, X, Y)
+        np.testing.assert_allclose(float(loss.data), want.item(), rtol=1e-12)
+        for g, w in zip(T.grad(loss, leaves), want_grads, strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-12)
+    variables = [E.variable(a) for a in init]
+    Xp, Yp = E.placeholder("X"), E.placeholder("Y")
+    node_loss = E.mlp_loss(variables, Xp, Yp)
+    node_grads = T.grad(node_loss, variables)
+    assert all(isinstance(g, E.Node) for g in node_grads)
+    values = E.run([node_loss, *node_grads], {Xp: X, Yp: Y})
+    np.testing.assert_allclose(values[0], want.item(), rtol=1e-12)
+    for g, w in zip(values[1:], want_grads, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-12)
+    unused = T.Tensor(normal(2), requires_grad=True)
+    assert np.array_equal(T.grad(E.mlp_loss(leaves, X, Y), [unused])[0], np.zeros(2))
+
+
 def test_tape_doctests():
     from course_utils import tape as T
 

@@ -21,7 +21,8 @@ What is here, in the order lesson 01 builds it:
 - :func:`topo_order` (without recursion, so a 20,000-node chain is fine), :func:`evaluate` and
   :func:`backprop`;
 - and lesson 02's additions, for the lessons after it: :func:`variable`, :func:`run` (computes only
-  what the fetches need) and :func:`gradients` (reverse mode whose vjp rules build nodes).
+  what the fetches need) and :func:`gradients` (reverse mode whose vjp rules build nodes);
+- :func:`mlp_loss`, the course's MLP as lessons 02 and 04 write it, for lesson 05's capstone.
 
 Lesson 04's eager mode (``Tensor``, the tape, ``backward``) is in :mod:`course_utils.tape`.
 
@@ -296,10 +297,24 @@ def gradients(y: Node, xs: list[Node]) -> list[Node]:
     return [grads[x] if x in grads else zeros_like(x) for x in xs]
 
 
+# --- the course's model, as lessons 02 and 04 write it (lesson 05's capstone imports it) ---------
+
+def mlp_loss(params, X, Y):
+    """Mean softmax cross-entropy of an MLP; params = [W0, b0, W1, b1, ...], relu between
+    layers, Y one-hot. Only op functions: a graph on nodes, eager work on tensors."""
+    h = X
+    for i in range(0, len(params), 2):
+        h = h @ params[i] + params[i + 1]
+        if i < len(params) - 2:
+            h = relu(h)
+    return -reduce_mean(reduce_sum(Y * (h - logsumexp(h, axis=1)), axis=1))
+
+
 __all__ = [
     "Operators", "Node", "placeholder", "constant", "as_node", "apply", "IMPL", "VJP",
     "add", "sub", "mul", "div", "neg", "exp", "log", "tanh", "relu", "sign", "matmul",
     "transpose", "reduce_sum", "size", "logsumexp", "ones_like", "zeros_like", "unbroadcast",
     "broadcast_like", "reduce_mean", "sum_to", "logsumexp_impl", "broadcast_like_impl",
     "topo_order", "evaluate", "backprop", "variable", "MissingFeedError", "run", "gradients",
+    "mlp_loss",
 ]

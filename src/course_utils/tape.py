@@ -11,7 +11,9 @@ exercises of lessons 04 and 05 import it from here instead of printing it again.
 - :func:`apply` with three cases: a Node input builds a node (lessons 01-02), a Tensor input runs
   eagerly with the tape, plain arrays compute;
 - :func:`tape_order` and :func:`backward`: reverse mode over the tape, adding into the leaves'
-  ``.grad``.
+  ``.grad``;
+- :func:`grad`: lesson 05's one gradient call for both modes (nodes for a Node, arrays for a
+  Tensor), which its capstone imports.
 
 **Importing this module sets** ``course_utils.engine.apply`` **to** :func:`apply`: the op functions
 of the engine (``add``, ``tanh``, ``reduce_sum``, ...) look ``apply`` up in
@@ -123,5 +125,17 @@ def backward(t: Tensor) -> None:
                 grads[x] = grads[x] + gx if x in grads else gx
 
 
+def grad(y, xs) -> list:
+    """d y / d x for each x in xs, in whichever mode y was made (lesson 05): nodes of the
+    gradient graph when y is a Node (building or tracing), arrays when y is a Tensor (``.grad``
+    is cleared first, so what an earlier backward left there does not count)."""
+    if isinstance(y, Node):
+        return engine.gradients(y, xs)
+    for x in xs:
+        x.grad = None
+    y.backward()
+    return [x.grad if x.grad is not None else np.zeros_like(x.data) for x in xs]
+
+
 __all__ = ["GRAD_ENABLED", "no_grad", "Tensor", "eager_apply", "as_node", "apply",
-           "recorded_inputs", "tape_order", "backward"]
+           "recorded_inputs", "tape_order", "backward", "grad"]
