@@ -2,7 +2,7 @@
 
 Check cells import these in the learner's kernel::
 
-    from course_utils.grading.checks import check_predictions, forbid
+    from course_utils.grading.checks import AtenOps, check_predictions, forbid
 
 **Forbidding a shortcut.** An exercise that asks the learner to write reverse mode must not be
 passed by calling the library's reverse mode. ``forbid`` replaces the named entry points for the
@@ -22,6 +22,9 @@ predictions are wrong without saying what is right::
 Make a digest with ``python -m course_utils.grading.checks n_nodes=7 slower=True`` (it prints the
 dict to paste). A prediction must be a discrete value: an int, a str, a bool, None, or a tuple or
 list of those.
+
+**Which PyTorch operators ran.** ``AtenOps`` records the ATen operators run inside a block, so a
+check can tell an answer in numpy by hand from one that called PyTorch (lesson 11's quantizers).
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ import types
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-__all__ = ["ForbiddenCall", "check_predictions", "digest", "forbid", "literal_assignments"]
+__all__ = ["AtenOps", "ForbiddenCall", "check_predictions", "digest", "forbid",
+           "literal_assignments"]
 
 
 class ForbiddenCall(AssertionError):
@@ -191,6 +195,48 @@ def _user_namespace() -> dict[str, Any]:
     shell = shell_module.get_ipython() if shell_module is not None else None  # type: ignore
     namespace = getattr(shell, "user_ns", None)
     return namespace if isinstance(namespace, dict) else {}
+
+
+# ---------------------------------------------------------------------------------------------
+# AtenOps: which PyTorch operators an answer ran
+# ---------------------------------------------------------------------------------------------
+
+
+class AtenOps:
+    """Records the names of the ATen operators run inside the block, whichever Python door
+    called them (``torch.round``, a tensor method, ``torch.nn.functional``, a numpy array turned
+    into a tensor and back): every one reaches PyTorch's dispatcher, where a dispatch mode sees
+    it. For an exercise that asks for numpy by hand::
+
+        with AtenOps() as aten:
+            q, scale = quantize_int8(w)
+        report(aten=sorted(aten.names))  # the verdict asserts it is empty
+
+    ``names`` holds the operators' packet names (``"add"``, ``"round"``, ...). torch is imported
+    when the block starts, so importing this module does not load it.
+    """
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+        self._mode: Any = None
+
+    def __enter__(self) -> AtenOps:
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        names = self.names
+
+        class _Record(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                names.add(func.overloadpacket.__name__)
+                return func(*args, **(kwargs or {}))
+
+        self._mode = _Record()
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> Any:
+        mode, self._mode = self._mode, None
+        return mode.__exit__(*exc)
 
 
 # ---------------------------------------------------------------------------------------------
