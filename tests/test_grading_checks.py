@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from course_utils.grading.checks import (
+    AtenOps,
     ForbiddenCall,
     check_predictions,
     digest,
@@ -190,3 +191,25 @@ def test_a_reference_the_answer_kept_is_forbidden_too():
         assert answer(1) == 5 and module.scaled(2) == 6, "the bodies are put back"
     finally:
         del sys.modules["fake_mod_for_capture"]
+
+
+# --- AtenOps --------------------------------------------------------------------------------------
+
+
+def test_aten_ops_records_pytorch_operators_only_inside_the_block_and_not_numpy():
+    torch = pytest.importorskip("torch")
+    w = np.array([[0.5, -1.27], [0.006, 1.0]])
+    with AtenOps() as aten:
+        np.round(w / (np.abs(w).max() / 127))  # numpy by hand: no operator of PyTorch's
+    assert aten.names == set()
+    with AtenOps() as aten:
+        t = torch.from_numpy(w)
+        torch.round(t * 2.0).numpy()  # a function, an operator, and the way back to numpy
+        t.abs().max()  # methods
+    assert {"mul", "round", "abs", "max"} <= aten.names
+    torch.exp(torch.ones(2))  # after the block: not recorded
+    assert "exp" not in aten.names
+    with pytest.raises(ValueError, match="inside"), AtenOps() as aten:
+        raise ValueError("an error inside the block")
+    torch.exp(torch.ones(2))  # the mode was popped on the way out
+    assert aten.names == set()
