@@ -22,12 +22,9 @@ import os
 import re
 import statistics
 import sys
-import tempfile
-import time
 from pathlib import Path
 
-import nbformat
-from nbclient import NotebookClient
+from _notebook_run import run_notebook  # benchmarks/, on the path when run as a script
 
 ROOT = Path(__file__).resolve().parents[1]
 LONG_S = 10.0
@@ -48,38 +45,9 @@ def warns_before(cells: list, index: int) -> bool:
 
 def run_once(path: Path, timeout: int) -> tuple[float, list[tuple[int, float, bool]]]:
     """Run the notebook in a fresh kernel, compiler caches empty: (wall s, [(cell, s, warned)])."""
-    nb = nbformat.read(path, as_version=4)
-    with tempfile.TemporaryDirectory(prefix="lesson-times-") as cache:
-        env = {"TORCHINDUCTOR_CACHE_DIR": f"{cache}/inductor",
-               "TRITON_CACHE_DIR": f"{cache}/triton", "JAX_COMPILATION_CACHE_DIR": f"{cache}/jax",
-               "PYTHONPYCACHEPREFIX": f"{cache}/pyc"}
-        saved = {k: os.environ.get(k) for k in env}
-        os.environ.update(env)
-        try:
-            client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                                    resources={"metadata": {"path": str(path.parent)}})
-            times: dict[int, float] = {}
-            original = client.async_execute_cell
-
-            async def timed(cell, cell_index, *args, **kwargs):
-                start = time.perf_counter()
-                try:
-                    return await original(cell, cell_index, *args, **kwargs)
-                finally:
-                    times[cell_index] = time.perf_counter() - start
-
-            client.async_execute_cell = timed
-            start = time.perf_counter()
-            client.execute()
-            wall = time.perf_counter() - start
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
-    cells = nb.cells
-    return wall, [(i, s, warns_before(cells, i)) for i, s in sorted(times.items())]
+    times: dict[int, float] = {}
+    nb, wall = run_notebook(path, timeout, empty_caches=True, cell_times=times)
+    return wall, [(i, s, warns_before(nb.cells, i)) for i, s in sorted(times.items())]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,8 +24,7 @@ import re
 import sys
 from pathlib import Path
 
-import nbformat
-from nbclient import NotebookClient
+from _notebook_run import run_notebook  # benchmarks/, on the path when run as a script
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSONS = ["10_performance", "11_deployment", "12_choosing", "13_jax"]
@@ -42,9 +41,7 @@ def words_of(line: str) -> str:
 
 def verdict_lines(path: Path, timeout: int) -> list[tuple[str, str]]:
     """Run the notebook; [(cell id, the words of each verdict line)]."""
-    nb = nbformat.read(path, as_version=4)
-    NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    nb, _ = run_notebook(path, timeout)
     found = []
     for i, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
