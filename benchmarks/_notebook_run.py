@@ -21,9 +21,11 @@ import nbformat
 from nbclient import NotebookClient
 
 #: Environment variable -> the subfolder of the temporary folder it points to: TorchInductor's and
-#: Triton's caches, XLA's persistent compilation cache, Python's bytecode of the course.
+#: Triton's caches, XLA's persistent compilation cache. (Not PYTHONPYCACHEPREFIX: it would send
+#: every module's bytecode to an empty folder, so TensorFlow and PyTorch would be compiled from
+#: source on import, which no learner's first run does: pip writes their bytecode at install.)
 CACHE_VARIABLES = {"TORCHINDUCTOR_CACHE_DIR": "inductor", "TRITON_CACHE_DIR": "triton",
-                   "JAX_COMPILATION_CACHE_DIR": "jax", "PYTHONPYCACHEPREFIX": "pyc"}
+                   "JAX_COMPILATION_CACHE_DIR": "jax"}
 
 
 @contextlib.contextmanager

@@ -4,9 +4,11 @@
     python benchmarks/lesson_times.py notebooks/10_*.ipynb --runs 2
 
 Each lesson runs top to bottom in a fresh kernel, as a learner's first run does: the compiler
-caches (TorchInductor's, Triton's, XLA's persistent cache, Python's bytecode of the course) start
-empty in a temporary folder, so the first call of every ``torch.compile`` or ``jax.jit`` pays its
-full cost. Nothing is written back to the notebooks.
+caches (TorchInductor's, Triton's, XLA's persistent cache) start empty in a temporary folder, so
+the first call of every ``torch.compile`` or ``jax.jit`` pays its full cost. The frameworks'
+bytecode is the one pip wrote at install, as on a learner's machine; the operating system's file
+cache is whatever the machine has (a lesson run right after a reboot imports more slowly). Nothing
+is written back to the notebooks.
 
 It prints a Markdown table (the README's per-lesson times come from it): the lesson's wall time,
 its slowest cell, and every cell over 10 s, with whether the prose or comment just before it says
