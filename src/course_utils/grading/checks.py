@@ -25,6 +25,11 @@ list of those.
 
 **Which PyTorch operators ran.** ``AtenOps`` records the ATen operators run inside a block, so a
 check can tell an answer in numpy by hand from one that called PyTorch (lesson 11's quantizers).
+
+**Complex numbers in a derivative rule.** ``ComplexUse`` watches the arrays handed to jvp rules and
+records any numpy operation that meets a complex number with them: a rule that evaluates its op
+at ``x + i h t`` (the complex step) rather than pushing the tangent through the derivative
+(exercise 01.4).
 """
 
 from __future__ import annotations
@@ -237,6 +242,112 @@ class AtenOps:
     def __exit__(self, *exc: Any) -> Any:
         mode, self._mode = self._mode, None
         return mode.__exit__(*exc)
+
+
+class ComplexUse:
+    """Records numpy operations in which the arrays it watches meet a complex number: a
+    forward-mode rule that evaluates its op at ``x + i h t`` (the complex-step trick, which gives
+    ``J t`` to rounding without any derivative) instead of pushing the tangent through the
+    derivative. ``watch`` returns a view of an array that notes each such operation in ``ops``
+    (results stay watched); ``rules`` wraps every rule of a jvp table for a block, so that each
+    rule sees its tangents, output and inputs watched::
+
+        use = ComplexUse()
+        with use.rules(JVP):
+            values, tangents = jvp(outputs, feed, t)
+        report(complex_ops=sorted(use.ops))  # the verdict asserts it is empty
+
+    An answer that turns its arrays into plain ones first (``np.asarray``) is not seen: this
+    catches the trick as learners write it, not every disguise of it.
+    """
+
+    def __init__(self) -> None:
+        self.ops: set[str] = set()
+
+    def watch(self, value: Any) -> Any:
+        """A watched view of ``value`` (an array or a number), or ``value`` itself if it is
+        neither."""
+        import numpy as np
+
+        if isinstance(value, (np.ndarray, np.generic, int, float, complex)):
+            view = np.asarray(value).view(_watched_type())
+            view._course_use = self
+            return view
+        return value
+
+    @contextlib.contextmanager
+    def rules(self, table: dict) -> Iterator[None]:
+        """Within the block, every rule of ``table`` is called with watched arguments (the
+        table is changed in place and put back after)."""
+        saved = dict(table)
+
+        def watched(rule: Any) -> Any:
+            @functools.wraps(rule)
+            def call(tangents, out, *inputs, **attrs):
+                return rule([self.watch(t) for t in tangents], self.watch(out),
+                            *[self.watch(x) for x in inputs], **attrs)
+            return call
+
+        table.update({op: watched(rule) for op, rule in saved.items()})
+        try:
+            yield
+        finally:
+            table.clear()
+            table.update(saved)
+
+
+@functools.cache
+def _watched_type() -> type:
+    """The ndarray subclass of ``ComplexUse.watch`` (made on first use: numpy is imported then).
+    It sees every ufunc (arithmetic, ``np.tanh``, ``@``, the reductions behind ``np.sum``) and
+    ``astype``; it defines no ``__array_function__``, which the grader's tamper probe refuses in
+    any class a cell could have made."""
+    import numpy as np
+
+    def plain(x: Any) -> Any:
+        if isinstance(x, np.ndarray) and type(x) is not np.ndarray:
+            return x.view(np.ndarray)
+        if isinstance(x, (list, tuple)):
+            return type(x)(plain(v) for v in x)
+        return x
+
+    def complex_in(values: Any) -> bool:
+        if isinstance(values, (list, tuple)):
+            return any(complex_in(v) for v in values)
+        if isinstance(values, dict):
+            return any(complex_in(v) for v in values.values())
+        return isinstance(values, (complex, np.complexfloating)) or (
+            isinstance(values, np.ndarray) and np.iscomplexobj(values))
+
+    class Watched(np.ndarray):
+        _course_use: ComplexUse | None = None
+
+        def __array_finalize__(self, obj: Any) -> None:
+            self._course_use = getattr(obj, "_course_use", None)
+
+        def _rewatch(self, result: Any, use: ComplexUse | None) -> Any:
+            if use is None:
+                return result
+            if isinstance(result, tuple):
+                return tuple(self._rewatch(r, use) for r in result)
+            return use.watch(result) if isinstance(result, np.ndarray) else result
+
+        def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+            use = next((x._course_use for x in inputs if isinstance(x, Watched)), None)
+            if "out" in kwargs:
+                kwargs["out"] = plain(kwargs["out"])
+            inputs = plain(inputs)
+            if use is not None and complex_in(inputs):
+                use.ops.add(ufunc.__name__)
+            return self._rewatch(getattr(ufunc, method)(*inputs, **kwargs), use)
+
+        def astype(self, dtype, *args, **kwargs):
+            if self._course_use is not None and np.issubdtype(np.dtype(dtype),
+                                                              np.complexfloating):
+                self._course_use.ops.add("astype")
+            return super().astype(dtype, *args, **kwargs)
+
+    return Watched
 
 
 # ---------------------------------------------------------------------------------------------
