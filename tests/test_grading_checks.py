@@ -213,3 +213,47 @@ def test_aten_ops_records_pytorch_operators_only_inside_the_block_and_not_numpy(
         raise ValueError("an error inside the block")
     torch.exp(torch.ones(2))  # the mode was popped on the way out
     assert aten.names == set()
+
+
+def test_complex_use_sees_the_complex_step_and_not_a_derivative():
+    """ComplexUse: exact jvp rules run watched record nothing and give numpy's values; rules that
+    evaluate their op at x + i h t (through arithmetic, np.tanh, a reduction, or astype) are
+    recorded; the table is the learner's again after the block, even after an error."""
+    from course_utils.grading.checks import ComplexUse
+
+    rng = np.random.default_rng(7)
+    x, y, t, s = (rng.normal(size=shape) for shape in ((3, 2), (2, 4), (3, 2), (2, 4)))
+    exact = {"tanh": lambda ts, out, a: ts[0] * (1.0 - out * out),
+             "sum": lambda ts, out, a, axis=None: np.sum(ts[0], axis=axis),
+             "matmul": lambda ts, out, a, b: ts[0] @ b + a @ ts[1]}
+    use = ComplexUse()
+    with use.rules(exact):
+        got = [exact["tanh"]([t], np.tanh(x), x), exact["sum"]([t], x.sum(0), x, axis=0),
+               exact["matmul"]([t, s], x @ y, x, y)]
+    assert use.ops == set()
+    for g, want in zip(got, [t * (1 - np.tanh(x) ** 2), t.sum(0), t @ y + x @ s], strict=True):
+        np.testing.assert_allclose(np.asarray(g, dtype=float), want, rtol=1e-12)
+
+    def complex_step(f, h=1e-30):
+        return lambda ts, out, *xs, **attrs: np.imag(
+            f(*[a + 1j * h * b for a, b in zip(xs, ts, strict=True)], **attrs)) / h
+
+    def by_astype(ts, out, a):
+        z = a.astype(complex)
+        z.imag = 1e-30 * ts[0]
+        return np.tanh(z).imag / 1e-30
+
+    tricks = {"tanh": complex_step(np.tanh), "sum": complex_step(np.sum),
+              "matmul": complex_step(np.matmul)}
+    for op, args, kwargs in [("tanh", ([t], None, x), {}), ("sum", ([t], None, x), {"axis": 0}),
+                             ("matmul", ([t, s], None, x, y), {})]:
+        use = ComplexUse()
+        with use.rules(tricks):
+            tricks[op](*args, **kwargs)
+        assert use.ops, f"the complex step of {op} went unseen"
+    table = {"tanh": by_astype}
+    use = ComplexUse()
+    with pytest.raises(ZeroDivisionError), use.rules(table):
+        table["tanh"]([t], None, x)
+        raise ZeroDivisionError
+    assert "astype" in use.ops and table == {"tanh": by_astype}
