@@ -486,14 +486,11 @@ class NotebookRun:
 
 
 #: Save the user namespace in the kernel. Restored: every name (values of plain containers and
-#: arrays are deep-copied in one pass, so appending to a list does not leak into the next
-#: variant and two names for one list stay one list), the input history and execution count,
-#: and the random states of numpy, random and torch. A plain container that a module also
-#: holds (``VJP`` after ``from course_utils.engine import VJP``) keeps its identity: its
-#: contents are put back in place, so the module and the notebook still share it. Not
-#: restored: other objects changed in place (a framework's graph or model, a module's other
-#: attributes), files written, and other process state.
-_SNAPSHOT = r"""
+#: arrays are deep-copied, so appending to a list does not leak into the next variant), the
+#: input history and execution count, and the random states of numpy, random and torch. Not
+#: restored: objects changed in place that are not plain containers (a framework's graph or
+#: model, a module's attributes), files written, and other process state.
+_SNAPSHOT = r'''
 def __course_grade_snapshot():
     import copy, random, sys
     ip = sys.modules["IPython"].get_ipython()
@@ -501,40 +498,19 @@ def __course_grade_snapshot():
     np = sys.modules.get("numpy")
     if np is not None:
         plain = plain + (np.ndarray,)
-    held = {}  # id -> a plain container some module (not __main__) holds as an attribute
-    for name, module in list(sys.modules.items()):
-        if name == "__main__" or module is None:
-            continue
-        try:
-            attrs = list(vars(module).values())
-        except TypeError:
-            continue
-        for value in attrs:
-            if isinstance(value, plain):
-                held[id(value)] = value
-    ns = {k: v for k, v in ip.user_ns.items() if k != "__course_grade_snapshot"}
-    shared = {id(v): v for v in ns.values() if isinstance(v, plain) and id(v) in held}
-    contents = []
-    for obj in shared.values():
-        try:
-            contents.append((obj, obj.copy() if hasattr(obj, "copy") else type(obj)(obj)))
-        except Exception:
-            pass
-    memo = {i: obj for i, obj in shared.items()}  # deepcopy keeps these as they are
-    try:
-        saved = copy.deepcopy({k: v for k, v in ns.items() if isinstance(v, plain)}, memo)
-    except Exception:
-        saved = {}
-        for k, v in ns.items():
-            if isinstance(v, plain):
-                try:
-                    saved[k] = copy.deepcopy(v, memo)
-                except Exception:
-                    saved[k] = v
+
+    def keep(value):
+        if isinstance(value, plain):
+            try:
+                return copy.deepcopy(value)
+            except Exception:
+                return value
+        return value
+
     hm = ip.history_manager
     state = {
-        "ns": {k: saved.get(k, v) for k, v in ns.items()},
-        "plain": plain, "shared": shared, "contents": contents, "count": ip.execution_count,
+        "ns": {k: keep(v) for k, v in ip.user_ns.items() if k != "__course_grade_snapshot"},
+        "plain": plain, "count": ip.execution_count,
         "raw": len(hm.input_hist_raw), "parsed": len(hm.input_hist_parsed),
         "out": dict(hm.output_hist), "random": random.getstate(),
         "numpy": np.random.get_state() if np is not None else None,
@@ -543,34 +519,24 @@ def __course_grade_snapshot():
     sys.modules["__course_grade_state__"] = state
 __course_grade_snapshot()
 del __course_grade_snapshot
-"""
+'''
 
-_RESTORE = r"""
+_RESTORE = r'''
 def __course_grade_restore():
     import copy, random, sys
     ip = sys.modules["IPython"].get_ipython()
     state = sys.modules["__course_grade_state__"]
     hm = ip.history_manager
-    for obj, contents in state["contents"]:  # shared with a module: refill in place
-        try:
-            if isinstance(obj, dict):
-                obj.clear()
-                obj.update(contents)
-            elif isinstance(obj, set):
-                obj.clear()
-                obj.update(contents)
-            elif isinstance(obj, (list, bytearray)):
-                obj[:] = contents
-            elif obj.shape == contents.shape:  # an array
-                obj[...] = contents
-        except Exception:
-            pass
-    plain = {k: v for k, v in state["ns"].items() if isinstance(v, state["plain"])}
-    try:
-        plain = copy.deepcopy(plain, dict(state["shared"]))
-    except Exception:
-        pass
-    ns = {**state["ns"], **plain}
+
+    def fresh(value):
+        if isinstance(value, state["plain"]):
+            try:
+                return copy.deepcopy(value)
+            except Exception:
+                return value
+        return value
+
+    ns = {k: fresh(v) for k, v in state["ns"].items()}
     ns["In"] = ns["_ih"] = hm.input_hist_parsed
     ns["Out"] = ns["_oh"] = hm.output_hist
     ip.user_ns.clear()
@@ -585,8 +551,9 @@ def __course_grade_restore():
         sys.modules["numpy"].random.set_state(state["numpy"])
     if state["torch"] is not None and "torch" in sys.modules:
         sys.modules["torch"].set_rng_state(state["torch"])
-__course_grade_restore()  # it cleared the namespace, its own name included
-"""
+__course_grade_restore()
+del __course_grade_restore
+'''
 
 
 def _size(n: int) -> str:
