@@ -50,11 +50,12 @@ lab: kernel
 # Every check: lint, exercises in sync with solutions, unit tests and lesson notebooks (outputs
 # compared). The solutions notebooks run in tests/test_shortcuts.py, the shortcut audit: each
 # runs top to bottom in one kernel, earns full marks, and every exercise's shortcut answers
-# earn at most half its points (tests/fixtures/shortcuts).
+# earn at most half its points (tests/fixtures/shortcuts). Every run ends with the 25 slowest
+# tests (--durations=25): where the time goes.
 test: venv
 	$(BIN)/ruff check .
 	$(BIN)/course-build-exercises --check
-	$(BIN)/pytest -n $(WORKERS) --dist loadfile --nbval $(NBVAL) tests notebooks
+	$(BIN)/pytest -n $(WORKERS) --dist loadfile --durations=25 --nbval $(NBVAL) tests notebooks
 
 unit: venv
 	$(BIN)/pytest -n $(WORKERS) tests

@@ -120,6 +120,7 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 class Visit:
     status: int = 0
     failed: list[str] = field(default_factory=list)  # requests that failed or answered >= 400
+    cancelled: list[str] = field(default_factory=list)  # aborted by the test's own navigation
     outside: list[str] = field(default_factory=list)  # requests that left the site
     broken_images: list[str] = field(default_factory=list)
     images: int = 0
@@ -129,8 +130,12 @@ class Visit:
     raw_math: list[str] = field(default_factory=list)  # `$$` or `\(` left in the page's text
     links: list[str] = field(default_factory=list)  # absolute hrefs of every <a>
     switch: str | None = None  # where the language switch link went, after a click
+    done: bool = False  # the test has read the page and is about to navigate away
 
 
+# Waits for everything the checks read: every image decoded (lazy ones made eager first), MathJax's
+# typesetting, and the web fonts the page (and MathJax's output) asked for. Only then is the page's
+# state read and the visit closed.
 _PAGE_STATE = """async () => {
   const images = [...document.images];
   images.forEach(img => { img.loading = "eager"; });
@@ -139,6 +144,7 @@ _PAGE_STATE = """async () => {
   if (document.querySelector(".math") && window.MathJax && MathJax.startup) {
       await MathJax.startup.promise;
   }
+  await document.fonts.ready;
   const math = [...document.querySelectorAll("span.math, div.math")];
   const clone = document.body.cloneNode(true);
   clone.querySelectorAll("pre, code, script, style, mjx-container").forEach(e => e.remove());
@@ -153,65 +159,105 @@ _PAGE_STATE = """async () => {
   };
 }"""
 
+#: What Chromium reports for a request that a navigation cancelled (the page it belonged to was
+#: left before the request finished).
+CANCELLED = "net::ERR_ABORTED"
 
-@pytest.fixture(scope="module")
-def visits(server, tmp_path_factory) -> dict[str, Visit]:
-    """Every page, opened once; then its language switch, clicked."""
-    result: dict[str, Visit] = {}
-    profile = tmp_path_factory.mktemp("chromium-profile")
+
+class Visitor:
+    """Opens pages one after another in one tab and records, per page, what its requests did.
+
+    Every request belongs to the visit during which it *started* (a request the language switch's
+    page makes belongs to no visit: that page is checked on its own visit). A request that fails
+    with ``net::ERR_ABORTED`` after its visit is done was cancelled by the test navigating on, not
+    broken: it goes to ``cancelled``. Any other failure, or any failure while the page is still
+    being read, is the page's (``failed``).
+    """
+
+    def __init__(self, page, base: str):
+        self.page, self.base = page, base
+        self.current: Visit | None = None
+        self.owner: dict = {}  # request -> the visit it started in
+        page.on("request", self._request)
+        page.on("requestfailed", self._failed)
+        page.on("requestfinished", lambda request: self.owner.pop(request, None))
+        page.on("response", self._response)
+
+    def _request(self, request) -> None:
+        if self.current is None:
+            return
+        self.owner[request] = self.current
+        if not request.url.startswith(self.base) and \
+                not request.url.startswith(("data:", "blob:", "about:")):
+            self.current.outside.append(request.url)
+
+    def _failed(self, request) -> None:
+        visit = self.owner.pop(request, None)
+        if visit is None:
+            return
+        entry = f"{request.url} ({request.failure})"
+        if visit.done and request.failure == CANCELLED:
+            visit.cancelled.append(entry)
+        else:
+            visit.failed.append(entry)
+
+    def _response(self, response) -> None:
+        visit = self.owner.get(response.request)
+        if visit is not None and response.status >= 400:
+            visit.failed.append(f"{response.url} (HTTP {response.status})")
+
+    def visit(self, name: str, switch: bool = True) -> Visit:
+        """Open ``name``, wait for what the checks read, read it; then click its language switch."""
+        visit = Visit()
+        self.current = visit
+        response = self.page.goto(self.base + name, wait_until="load", timeout=60_000)
+        visit.status = response.status if response else 0
+        state = self.page.evaluate(_PAGE_STATE)
+        visit.images, visit.broken_images = state["images"], state["broken"]
+        visit.math, visit.unrendered = state["math"], state["unrendered"]
+        visit.rendered, visit.links = state["rendered"], state["links"]
+        visit.raw_math = re.findall(r".{0,30}(?:\$\$|\\\(|\\\[).{0,30}", state["text"])
+        visit.done, self.current = True, None
+        link = self.page.locator("a.course-lang-switch")
+        if switch and link.count() == 1:
+            link.click()
+            self.page.wait_for_load_state("domcontentloaded")
+            visit.switch = self.page.url.removeprefix(self.base)
+        return visit
+
+
+def browse(base: str, names: list[str], profile: Path, switch: bool = True) -> dict[str, Visit]:
+    """Every page of ``names``, opened once in a fresh Chromium profile."""
     with playwright_api.sync_playwright() as p:
         context = p.chromium.launch_persistent_context(
             str(profile), executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_FLAGS,
             viewport={"width": 1200, "height": 900})
         try:
-            page = context.new_page()
-            current: list[Visit] = []
-
-            def on_request(request):
-                if current and not request.url.startswith(server) and \
-                        not request.url.startswith(("data:", "blob:", "about:")):
-                    current[0].outside.append(request.url)
-
-            def on_failed(request):
-                if current:
-                    current[0].failed.append(f"{request.url} ({request.failure})")
-
-            def on_response(response):
-                if current and response.status >= 400:
-                    current[0].failed.append(f"{response.url} (HTTP {response.status})")
-
-            page.on("request", on_request)
-            page.on("requestfailed", on_failed)
-            page.on("response", on_response)
-            for name in pages():
-                visit = Visit()
-                current[:] = [visit]
-                response = page.goto(server + name, wait_until="load", timeout=60_000)
-                visit.status = response.status if response else 0
-                state = page.evaluate(_PAGE_STATE)
-                visit.images, visit.broken_images = state["images"], state["broken"]
-                visit.math, visit.unrendered = state["math"], state["unrendered"]
-                visit.rendered, visit.links = state["rendered"], state["links"]
-                visit.raw_math = re.findall(r".{0,30}(?:\$\$|\\\(|\\\[).{0,30}", state["text"])
-                current[:] = []  # what the switch's page loads is checked on its own visit
-                switch = page.locator("a.course-lang-switch")
-                if switch.count() == 1:
-                    switch.click()
-                    page.wait_for_load_state("domcontentloaded")
-                    visit.switch = page.url.removeprefix(server)
-                result[name] = visit
+            visitor = Visitor(context.new_page(), base)
+            return {name: visitor.visit(name, switch) for name in names}
         finally:
             context.close()
-    return result
 
 
-def test_every_page_and_its_images_load_from_the_site_alone(visits):
+@pytest.fixture(scope="module")
+def visits(server, tmp_path_factory) -> dict[str, Visit]:
+    """Every page, opened once; then its language switch, clicked."""
+    return browse(server, pages(), tmp_path_factory.mktemp("chromium-profile"))
+
+
+def problems_of(visits: dict[str, Visit]) -> list[str]:
+    """What the site-alone check reports: bad status, failed requests, broken images, network."""
     problems = [f"{name}: HTTP {v.status}" for name, v in visits.items() if v.status != 200]
     problems += [f"{name}: {url}" for name, v in visits.items() for url in v.failed]
     problems += [f"{name}: image {src} did not load" for name, v in visits.items()
                  for src in v.broken_images]
     problems += [f"{name}: fetched from the network: {url}" for name, v in visits.items()
                  for url in v.outside]
+    return problems
+
+
+def test_every_page_and_its_images_load_from_the_site_alone(visits):
+    problems = problems_of(visits)
     assert not problems, "\n".join(problems[:40])
     assert sum(v.images for v in visits.values()) > 0, "no page has an image (drawings, plots)"
 
@@ -281,3 +327,81 @@ def test_notebook_pages_link_their_source_and_the_run_page(visits, server):
             assert source in visit.links, f"{name}: no link to its notebook file"
             run = server + ("zh/run.html" if name.startswith("zh/") else "run.html")
             assert run in visit.links, f"{name}: no link to the run-it page"
+
+
+# -- the checks themselves: a broken page fails, a request the test's own navigation cancelled does
+# not. A small site of three pages, served here, with a resource that never answers until the end.
+
+_TOY_PAGES = {
+    "/good.html": "<html><body><p>fine</p><img src='ok.svg' alt='ok'></body></html>",
+    "/broken.html": (
+        "<html><head><style>@font-face { font-family: Gone; src: url(gone.woff2); }"
+        " p { font-family: Gone, serif; }</style></head>"
+        "<body><p>text in a font that is not there</p>"
+        "<img src='missing.png' alt='x'></body></html>"),
+    # A request the page starts and the checks do not wait for: still in flight when the test
+    # navigates on, so Chromium aborts it.
+    "/pending.html": "<html><body><p>waiting</p><script>fetch('hang')</script></body></html>",
+}
+_OK_SVG = (b"<svg xmlns='http://www.w3.org/2000/svg' width='4' height='4'>"
+           b"<rect width='4' height='4'/></svg>")
+
+
+@pytest.fixture(scope="module")
+def toy_site():
+    release = threading.Event()
+    asked: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            asked.append(self.path)
+            if self.path == "/hang":
+                release.wait(60)  # answers only when the test is over (or after a minute)
+                body, kind, status = b"late", "text/plain", 200
+            elif self.path in _TOY_PAGES:
+                body, kind, status = _TOY_PAGES[self.path].encode(), "text/html", 200
+            elif self.path == "/ok.svg":
+                body, kind, status = _OK_SVG, "image/svg+xml", 200
+            else:
+                body, kind, status = b"not here", "text/plain", 404
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            except (BrokenPipeError, ConnectionResetError):  # the browser gave up on /hang
+                pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/", asked
+    finally:
+        release.set()
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_a_page_with_a_missing_image_or_font_fails_the_check(toy_site, tmp_path):
+    base, _ = toy_site
+    visits = browse(base, ["good.html", "broken.html"], tmp_path / "profile", switch=False)
+    assert problems_of({"good.html": visits["good.html"]}) == []
+    problems = "\n".join(problems_of(visits))
+    assert "broken.html: " + base + "missing.png (HTTP 404)" in problems, problems
+    assert "broken.html: image missing.png did not load" in problems, problems
+    assert "broken.html: " + base + "gone.woff2 (HTTP 404)" in problems, problems
+    assert "good.html" not in problems, problems
+
+
+def test_a_request_cancelled_by_the_tests_own_navigation_is_not_a_failure(toy_site, tmp_path):
+    base, asked = toy_site
+    visits = browse(base, ["pending.html", "good.html"], tmp_path / "profile", switch=False)
+    assert "/hang" in asked, "the page never started its request: the test proves nothing"
+    assert visits["pending.html"].cancelled == [f"{base}hang ({CANCELLED})"]
+    assert problems_of(visits) == []

@@ -138,12 +138,35 @@ def map_target(target: str, src_dir: str, dst_dir: str, root: Path = ROOT) -> st
         mapped = README_ZH
     else:
         folder, _, name = resolved.partition("/")
-        if folder in ("notebooks", "exercises") and "/" not in name and name.endswith(".ipynb"):
-            mapped = f"{ZH}/{folder}/{name}"
+        if folder in ("notebooks", "exercises") and ("/" not in name and name.endswith(".ipynb")
+                                                    or name in ("", ".")):
+            mapped = f"{ZH}/{folder}" + (f"/{name}" if name not in ("", ".") else "")
         else:
             mapped = resolved
     new = posixpath.relpath(mapped, dst_dir) + hash_ + anchor
     return f"<{new}>" if bracketed else new
+
+
+#: A path from the course's root into the English lesson or exercise folder, wherever a zh
+#: notebook writes one (prose, a code span, a command: `make grade NB=exercises/01_x.ipynb`):
+#: not one under zh/ already, nor a relative link (`../exercises/...`: map_target's work).
+_ENGLISH_FOLDER = re.compile(r"(?<![A-Za-z0-9_./\\-])(notebooks|exercises)/")
+#: `make lab` and `make grade` pick their edition by COURSE_LANG (Makefile); a command that names
+#: neither the edition nor a notebook (NB=...) opens or grades the English one.
+_MAKE_EDITION = re.compile(r"\bmake (?:lab|grade)\b((?:[ \t]+[A-Z_]+=[^\s`]*)*)")
+
+
+def own_paths(text: str) -> str:
+    """A zh notebook's text with every path and command pointed at the zh edition's own files,
+    whatever the translation wrote: `exercises/NN.ipynb` -> `zh/exercises/NN.ipynb` (also in
+    `make grade NB=...` and `course-grade ...`), and `make lab` / `make grade` without a
+    notebook get `COURSE_LANG=zh`. Run after :func:`rewrite_links`."""
+    text = _ENGLISH_FOLDER.sub(rf"{ZH}/\1/", text)
+
+    def make(m: re.Match) -> str:
+        return m[0] if re.search(r"\b(?:COURSE_LANG|NB)=", m[1]) else m[0] + " COURSE_LANG=zh"
+
+    return _MAKE_EDITION.sub(make, text)
 
 
 def rewrite_links(text: str, src_dir: str, dst_dir: str, root: Path = ROOT) -> str:
@@ -225,7 +248,7 @@ def translate_notebook(stem: str, kind: str, folder: str, translations: dict,
             text = en
         else:
             text = entry["zh"]
-        cell["source"] = _lines(rewrite_links(text, folder, f"{ZH}/{folder}", root))
+        cell["source"] = _lines(own_paths(rewrite_links(text, folder, f"{ZH}/{folder}", root)))
     edition.problems += [Problem(stem, kind, cell_id, "orphan") for cell_id in part
                          if cell_id not in seen]
     return edition

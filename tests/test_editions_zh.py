@@ -1,0 +1,253 @@
+"""The Chinese edition reads as its own course (issue 38): every path and command in it leads to
+the zh files, and a learner who runs the grading command a zh exercise notebook prints grades
+that notebook and gets their points.
+
+The English pages must not send a reader into zh/ either, except where they offer the Chinese
+edition by name.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from course_utils import editions as ed
+
+ROOT = Path(__file__).resolve().parents[1]
+STEMS = ed.stems()
+
+
+def _markdown(path: Path) -> list[tuple[str, str]]:
+    """(cell id, source) of every markdown cell of a notebook."""
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    return [(c.get("id", ""), ed.source_of(c)) for c in nb["cells"]
+            if c.get("cell_type") == "markdown"]
+
+
+def _zh_notebooks() -> list[Path]:
+    return sorted((ROOT / "zh" / "notebooks").glob("*.ipynb")) + \
+        sorted((ROOT / "zh" / "exercises").glob("*.ipynb"))
+
+
+def _zh_pages() -> list[Path]:
+    return [ROOT / ed.README_ZH, *sorted((ROOT / "site" / "zh").glob("*.md"))]
+
+
+# --- what counts as a path into the other edition ---------------------------------------------
+
+#: A relative link or image target in markdown or HTML.
+_TARGET = re.compile(r"\]\(<?([^)\s>]+)>?|\b(?:src|href)=[\"']([^\"']+)[\"']")
+#: A path written from the course's root into the English lessons or exercises.
+_ENGLISH_ROOT_PATH = re.compile(r"(?<![A-Za-z0-9_./\\-])(?:notebooks|exercises)/[\w.*]*")
+#: `make lab` / `make grade` that open or grade the English edition (no COURSE_LANG, no NB=).
+_MAKE = re.compile(r"\bmake (?:lab|grade)\b((?:[ \t]+[A-Z_]+=[^\s`]*)*)")
+#: A path into zh/, written from the root.
+_ZH_ROOT_PATH = re.compile(r"(?<![A-Za-z0-9_./\\-])zh/[\w./*-]*|README\.zh-CN\.md")
+
+
+def _resolves_into(target: str, page: Path, zh: bool) -> bool:
+    """Whether a relative link of ``page`` lands in the English edition's lessons, exercises or
+    README (``zh``: the page is Chinese), or in the Chinese edition (an English page)."""
+    target = target.split("#")[0]
+    if not target or "://" in target or target.startswith(("/", "mailto:")):
+        return False
+    resolved = (page.parent / target).resolve()
+    try:
+        rel = resolved.relative_to(ROOT.resolve()).as_posix()
+    except ValueError:
+        return False
+    if zh:
+        return rel == "README.md" or rel.split("/")[0] in ("notebooks", "exercises") \
+            or rel in ("site/index.md", "site/course.md", "site/run.md")
+    return rel == ed.README_ZH or rel.startswith("zh/") or rel.startswith("site/zh/")
+
+
+def crossings(text: str, page: Path, zh: bool) -> list[str]:
+    """The places in ``text`` (a page of one edition) that lead into the other edition."""
+    found = []
+    for m in _TARGET.finditer(text):
+        target = m[1] or m[2]
+        if _resolves_into(target, page, zh):
+            found.append(f"link to {target}")
+    prose = _TARGET.sub(" ", text)
+    if zh:
+        found += [f"path {m[0]}" for m in _ENGLISH_ROOT_PATH.finditer(prose)]
+        found += [f"command {m[0]!r} (the English edition's)" for m in _MAKE.finditer(prose)
+                  if not re.search(r"\b(?:COURSE_LANG|NB)=", m[1])]
+    else:
+        found += [f"path {m[0]}" for m in _ZH_ROOT_PATH.finditer(prose)]
+    return found
+
+
+# A page about both editions may name the other one's files in a paragraph that says which
+# edition they are (an English page: where it speaks of, or in, Chinese).
+# README.zh-CN.md also documents the repository for its maintainers and instructors: those lines
+# name the English folders on purpose (the zh notebooks are generated from them, never executed,
+# and a class collects what its learners wrote).
+_LABELLED_ZH = re.compile(r"英文版|English")
+_LABELLED_EN = re.compile(r"Chinese|[\u4e00-\u9fff]")
+_MAINTAINERS = re.compile(
+    r"make (?:execute|exercises|test|release)|course-build-exercises|--release|发布视图|答案密钥"
+    r"|^(?:notebooks|exercises)/ +|收集|subs/", re.M)
+
+
+def _units(text: str) -> list[tuple[int, str]]:
+    """(first line number, text) of each paragraph, and of each line of a code block; a
+    toctree's lines are left out (they name documents relative to their page: in site/zh/, the
+    zh ones)."""
+    units, paragraph, fence = [], [], None
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.lstrip().startswith("```"):
+            if paragraph:
+                units.append(paragraph)
+            paragraph = []
+            fence = None if fence is not None else line.lstrip()
+            continue
+        if fence is not None:
+            if not fence.startswith("```{toctree}"):
+                units.append([(number, line)])
+        elif line.strip():
+            paragraph.append((number, line))
+        elif paragraph:
+            units.append(paragraph)
+            paragraph = []
+    if paragraph:
+        units.append(paragraph)
+    return [(unit[0][0], "\n".join(line for _, line in unit)) for unit in units]
+
+
+def _page_problems(path: Path, zh: bool) -> list[str]:
+    problems = []
+    labelled = _LABELLED_ZH if zh else _LABELLED_EN
+    for number, unit in _units(path.read_text(encoding="utf-8")):
+        if labelled.search(unit) or (zh and path.name == ed.README_ZH
+                                     and _MAINTAINERS.search(unit)):
+            continue
+        problems += [f"{path.relative_to(ROOT)}:{number}: {what}"
+                     for what in crossings(unit, path, zh)]
+    return problems
+
+
+def test_no_zh_page_leads_into_the_english_edition():
+    problems = []
+    for path in _zh_notebooks():
+        for cell_id, source in _markdown(path):
+            problems += [f"{path.relative_to(ROOT)} cell {cell_id!r}: {what}"
+                         for what in crossings(source, path, zh=True)]
+    for path in _zh_pages():
+        problems += _page_problems(path, zh=True)
+    assert not problems, (
+        "the Chinese edition sends its reader to the English files (a zh notebook's paths are "
+        "rewritten by `python -m course_utils.editions build`; README.zh-CN.md and site/zh/ "
+        "are written by hand):\n" + "\n".join(problems))
+
+
+def test_no_english_page_leads_into_the_zh_edition():
+    problems = []
+    for folder in ("notebooks", "exercises"):
+        for path in sorted((ROOT / folder).glob("*.ipynb")):
+            for cell_id, source in _markdown(path):
+                problems += [f"{path.relative_to(ROOT)} cell {cell_id!r}: {what}"
+                             for what in crossings(source, path, zh=False)]
+    for path in [ROOT / "README.md", *sorted((ROOT / "site").glob("*.md"))]:
+        problems += _page_problems(path, zh=False)
+    assert not problems, "\n".join(problems)
+
+
+def test_the_checks_find_a_path_into_the_other_edition():
+    """The two checks above can fail: each kind of crossing is found, the right forms are not."""
+    page = ROOT / "zh" / "exercises" / "01_computation_graphs.ipynb"
+    bad = ("用 `make grade NB=exercises/01_computation_graphs.ipynb` 评分；见 "
+           "[第 02 课](../../notebooks/02_static_graphs.ipynb)、[README](../../README.md)；"
+           "`make grade` 为全部练习评分，`course-grade exercises/` 也是。")
+    found = crossings(bad, page, zh=True)
+    assert len(found) == 5, found
+    good = ("用 `make grade NB=zh/exercises/01_computation_graphs.ipynb` 评分；见 "
+            "[第 02 课](../notebooks/02_static_graphs.ipynb)、[README](../../README.zh-CN.md)、"
+            "[答案](../../solutions/01_computation_graphs.ipynb)；`make grade COURSE_LANG=zh`。")
+    assert crossings(good, page, zh=True) == []
+    english = ROOT / "notebooks" / "01_computation_graphs.ipynb"
+    assert len(crossings("see `zh/notebooks/01_computation_graphs.ipynb` and "
+                         "[中文](../zh/notebooks/01_computation_graphs.ipynb)", english,
+                         zh=False)) == 2
+
+
+def test_the_build_rewrites_whatever_the_translation_says():
+    text = ("用下面的命令评分：\n\n    make grade NB=exercises/01_x.ipynb\n\n"
+            "在 `exercises/01_x.ipynb` 或 notebooks/ 中；`course-grade exercises/01_x.ipynb`；"
+            "`make lab` 与 `make grade` 以及 `make lab PORT=8890`；已经对的："
+            "`zh/exercises/01_x.ipynb`、`make grade NB=zh/exercises/01_x.ipynb`、"
+            "`make lab COURSE_LANG=zh`、[链接](../exercises/01_x.ipynb)、`solutions/01_x.ipynb`、"
+            "https://example.org/notebooks/x。")
+    out = ed.own_paths(text)
+    assert "    make grade NB=zh/exercises/01_x.ipynb\n" in out
+    assert "在 `zh/exercises/01_x.ipynb` 或 zh/notebooks/ 中" in out
+    assert "`course-grade zh/exercises/01_x.ipynb`" in out
+    assert ("`make lab COURSE_LANG=zh` 与 `make grade COURSE_LANG=zh` 以及 "
+            "`make lab PORT=8890 COURSE_LANG=zh`") in out
+    assert ("已经对的：`zh/exercises/01_x.ipynb`、`make grade NB=zh/exercises/01_x.ipynb`、"
+            "`make lab COURSE_LANG=zh`、[链接](../exercises/01_x.ipynb)、`solutions/01_x.ipynb`、"
+            "https://example.org/notebooks/x。") in out
+    assert ed.own_paths(out) == out
+    # a link to the English folder itself goes to the zh folder
+    assert ed.map_target("../exercises/", "notebooks", "zh/notebooks") == "../exercises"
+    assert ed.map_target("../README.md#x", "notebooks", "zh/notebooks") == \
+        "../../README.zh-CN.md#x"
+
+
+# --- a learner follows the zh exercise notebook's own grading command ----------------------------
+
+STEM = "01_computation_graphs"
+
+
+def _grading_commands(path: Path) -> list[str]:
+    """The `make grade ...` commands a notebook's markdown tells its learner to run."""
+    return [m[0].strip() for _, source in _markdown(path)
+            for m in re.finditer(r"make grade[^\n`]*", source)]
+
+
+@pytest.mark.slow
+def test_the_grading_command_a_zh_exercise_notebook_prints_gives_full_marks(tmp_path):
+    """Exercise notebook 01 in zh/, answered with the solutions' code, graded by the command its
+    own text prints, run in the course's folder: every point, and the report in Chinese."""
+    zh_exercises = ROOT / "zh" / "exercises" / f"{STEM}.ipynb"
+    commands = set(_grading_commands(zh_exercises))
+    assert commands == {f"make grade NB=zh/exercises/{STEM}.ipynb"}, commands
+    words = next(iter(commands)).split()
+    # A copy of the course (its set-up files and solutions) holding the answered notebook where
+    # the command looks for it: the learner's checkout, without touching this one's files.
+    course = tmp_path / "course"
+    for name in ("pyproject.toml", "Makefile"):
+        (course / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, course / name)
+    shutil.copytree(ROOT / "solutions", course / "solutions")
+    solutions = nbformat.read(ROOT / "solutions" / f"{STEM}.ipynb", as_version=4)
+    answers = {c.id: c.source for c in solutions.cells
+               if "solution" in c.metadata.get("tags", [])}
+    nb = nbformat.read(zh_exercises, as_version=4)
+    pasted = 0
+    for cell in nb.cells:
+        if "solution" in cell.metadata.get("tags", []):
+            cell.source = answers[cell.id]
+            pasted += 1
+    assert pasted >= 4
+    target = course / words[2].removeprefix("NB=")
+    target.parent.mkdir(parents=True)
+    nbformat.write(nb, target)
+    venv = ROOT / ".venv"
+    # The course's own environment: VENV points make at it, -o keeps make from reinstalling it.
+    done = subprocess.run(["make", "-s", f"VENV={venv}", "-o", str(venv / ".installed"),
+                           *words[1:]], cwd=course, capture_output=True, text=True,
+                          timeout=1200)
+    report = done.stdout
+    assert done.returncode == 0, report[-4000:] + done.stderr[-4000:]
+    assert f"按 {STEM}.ipynb 评分" in report, report  # the Chinese report of this notebook
+    total = re.search(r"^  合计 +(\d+)/(\d+)$", report, re.M)
+    assert total and total[1] == total[2] and int(total[2]) >= 20, report
+    assert " fail " not in report and " error " not in report, report
