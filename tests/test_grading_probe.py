@@ -12,6 +12,8 @@ from __future__ import annotations
 import base64
 import json
 import pickle
+import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
@@ -188,6 +190,33 @@ def test_the_key_holds_the_expected_values_and_the_literals_and_stays_out_of_exe
     assert (course / ".answer-key" / "99_probe.json").is_file()
     exercise = (course / "exercises" / "99_probe.ipynb").read_text()
     assert "HIDDEN-LOGIC-MARKER" not in exercise and "n_nodes = 7" not in exercise
+
+
+WRITE_KEYS = """
+import sys
+from pathlib import Path
+from course_utils.grading import key
+text = Path(sys.argv[2]).read_text()
+for _ in range(300):
+    key.save(Path(sys.argv[1]), text)
+"""
+
+
+def test_two_processes_writing_one_key_at_once_leave_one_whole_key(tmp_path):
+    # Two graders (or two test workers) that build the same key both write it. With one fixed
+    # temporary name, one of them renamed the other's half-written file into place, and then
+    # failed on a temporary file that was no longer there.
+    cache = tmp_path / ".answer-key" / "99_probe.json"
+    texts = [json.dumps({"writer": n, "pad": str(n) * 50_000}) for n in range(2)]
+    for n, text in enumerate(texts):
+        (tmp_path / f"key{n}.json").write_text(text)
+    writers = [subprocess.Popen([sys.executable, "-c", WRITE_KEYS, str(cache),
+                                 str(tmp_path / f"key{n}.json")], stderr=subprocess.PIPE,
+                                text=True) for n in range(2)]
+    errors = [w.communicate(timeout=120)[1] for w in writers]
+    assert [w.returncode for w in writers] == [0, 0], errors
+    assert cache.read_text() in texts
+    assert sorted(p.name for p in cache.parent.iterdir()) == [".gitignore", "99_probe.json"]
 
 
 def test_an_honest_answer_gets_full_marks(course):

@@ -20,9 +20,12 @@ predictions are ``recorded`` for the instructor.
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
 import json
+import os
 import threading
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -155,9 +158,29 @@ def load(path: Path, solutions: Path | None = None, *, data: bytes | None = None
         if not create:
             return None
         key = build(path, data, timeout)
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        (cache.parent / ".gitignore").write_text("*\n", encoding="utf-8")
-        tmp = cache.with_suffix(".tmp")
-        tmp.write_text(key.to_json(), encoding="utf-8")
-        tmp.replace(cache)
+        save(cache, key.to_json())
         return key
+
+
+def save(cache: Path, text: str) -> None:
+    """Write a key file whole, safely beside other processes writing it at the same time (two
+    graders, two test workers): each writes a temporary file of its own, then renames it over
+    ``cache``, so a reader sees one whole key or the other, never a torn one."""
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    ignore = cache.parent / ".gitignore"
+    if not ignore.exists():
+        _replace(ignore, "*\n")
+    _replace(cache, text)
+
+
+def _replace(path: Path, text: str) -> None:
+    # A name no other writer uses (not mkstemp: its files are private, a key was not).
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
+    try:
+        with open(tmp, "x", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
