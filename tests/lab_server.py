@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import re
@@ -16,12 +17,30 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+#: Locked while `make lab` (re)installs the course's kernel into .venv: its `kernel` step deletes
+#: and copies the kernelspec's folder, and two at once (test_browser.py and test_make_lab.py in
+#: two pytest workers, or two test runs) fail with FileExistsError, or show a server a
+#: kernelspec that is half there. The lock is taken on the Makefile itself (flock): no file to
+#: create, and every checkout has one.
+KERNEL_LOCK = ROOT / "Makefile"
+
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def kernel_install_lock():
+    """Held by one `make lab` at a time, across processes, while it installs the kernel."""
+    with open(KERNEL_LOCK, "rb") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @dataclass
@@ -52,36 +71,44 @@ class Lab:
 
 
 @contextlib.contextmanager
-def running_lab(startup_timeout: float = 90.0):
-    """Run `make lab PORT=<free port>` in its own process group; yield a `Lab`; stop it."""
+def running_lab(startup_timeout: float = 90.0, hold_kernel_lock: bool = False):
+    """Run `make lab PORT=<free port>` in its own process group; yield a `Lab`; stop it.
+
+    The kernel install lock is held until the server answers, or, with ``hold_kernel_lock``,
+    until it stops (for a test that reads the kernelspecs, which another `make lab` would
+    otherwise reinstall under it)."""
     port = free_port()
     env = {**os.environ, "BROWSER": "true"}  # never let the server open a browser itself
-    proc = subprocess.Popen(
-        ["make", "--no-print-directory", "lab", f"PORT={port}"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        start_new_session=True,
-    )
-    try:
-        log: list[str] = []
-        token = None
-        deadline = time.monotonic() + startup_timeout
-        while token is None and time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            log.append(line)
-            found = re.search(rf"http://127\.0\.0\.1:{port}/lab\?token=(\w+)", line)
-            token = found and found.group(1)
-        if token is None:
-            raise RuntimeError("make lab printed no URL with a token:\n" + "".join(log[-30:]))
-        lab = Lab(port, token, log)
-        lab.get_json("api/status")  # wait until it answers
-        yield lab
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
+    with contextlib.ExitStack() as locked:
+        locked.enter_context(kernel_install_lock())
+        proc = subprocess.Popen(
+            ["make", "--no-print-directory", "lab", f"PORT={port}"],
+            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            start_new_session=True,
+        )
         try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            log: list[str] = []
+            token = None
+            deadline = time.monotonic() + startup_timeout
+            while token is None and time.monotonic() < deadline:
+                line = proc.stdout.readline()
+                if not line:
+                    break
+                log.append(line)
+                found = re.search(rf"http://127\.0\.0\.1:{port}/lab\?token=(\w+)", line)
+                token = found and found.group(1)
+            if token is None:
+                raise RuntimeError("make lab printed no URL with a token:\n" + "".join(log[-30:]))
+            lab = Lab(port, token, log)
+            lab.get_json("api/status")  # wait until it answers
+            if not hold_kernel_lock:
+                locked.close()
+            yield lab
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
