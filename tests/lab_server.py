@@ -1,4 +1,4 @@
-"""Start JupyterLab the way `make lab` does, on a free loopback port, and always stop it."""
+"""Start JupyterLab the way `make lab` does, on a port of its own choosing, and always stop it."""
 
 from __future__ import annotations
 
@@ -23,7 +23,6 @@ ROOT = Path(__file__).resolve().parents[1]
 #: kernelspec that is half there. The lock is taken on the Makefile itself (flock): no file to
 #: create, and every checkout has one.
 KERNEL_LOCK = ROOT / "Makefile"
-
 
 
 def free_port() -> int:
@@ -72,34 +71,34 @@ class Lab:
 
 @contextlib.contextmanager
 def running_lab(startup_timeout: float = 90.0, hold_kernel_lock: bool = False):
-    """Run `make lab PORT=<free port>` in its own process group; yield a `Lab`; stop it.
+    """Run `make lab PORT=0` in its own process group; yield a `Lab`; stop it.
 
-    The kernel install lock is held until the server answers, or, with ``hold_kernel_lock``,
-    until it stops (for a test that reads the kernelspecs, which another `make lab` would
-    otherwise reinstall under it)."""
-    port = free_port()
+    PORT=0: JupyterLab binds a port the system gives it and prints it in its URL, which is read
+    from there (a port found free here could be taken by another process before the server
+    binds it). The kernel install lock is held until the server answers, or, with
+    ``hold_kernel_lock``, until it stops (for a test that reads the kernelspecs, which another
+    `make lab` would otherwise reinstall under it)."""
     env = {**os.environ, "BROWSER": "true"}  # never let the server open a browser itself
     with contextlib.ExitStack() as locked:
         locked.enter_context(kernel_install_lock())
         proc = subprocess.Popen(
-            ["make", "--no-print-directory", "lab", f"PORT={port}"],
+            ["make", "--no-print-directory", "lab", "PORT=0"],
             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             start_new_session=True,
         )
         try:
             log: list[str] = []
-            token = None
+            found = None
             deadline = time.monotonic() + startup_timeout
-            while token is None and time.monotonic() < deadline:
+            while found is None and time.monotonic() < deadline:
                 line = proc.stdout.readline()
                 if not line:
                     break
                 log.append(line)
-                found = re.search(rf"http://127\.0\.0\.1:{port}/lab\?token=(\w+)", line)
-                token = found and found.group(1)
-            if token is None:
+                found = re.search(r"http://127\.0\.0\.1:(\d+)/lab\?token=(\w+)", line)
+            if found is None:
                 raise RuntimeError("make lab printed no URL with a token:\n" + "".join(log[-30:]))
-            lab = Lab(port, token, log)
+            lab = Lab(int(found.group(1)), found.group(2), log)
             lab.get_json("api/status")  # wait until it answers
             if not hold_kernel_lock:
                 locked.close()
