@@ -10,6 +10,7 @@ import re
 import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -99,6 +100,8 @@ def running_lab(startup_timeout: float = 90.0, hold_kernel_lock: bool = False):
             if found is None:
                 raise RuntimeError("make lab printed no URL with a token:\n" + "".join(log[-30:]))
             lab = Lab(int(found.group(1)), found.group(2), log)
+            # Keep reading what the server and its kernels print: a full pipe would block them.
+            threading.Thread(target=log.extend, args=(proc.stdout,), daemon=True).start()
             lab.get_json("api/status")  # wait until it answers
             if not hold_kernel_lock:
                 locked.close()
