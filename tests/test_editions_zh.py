@@ -251,3 +251,84 @@ def test_the_grading_command_a_zh_exercise_notebook_prints_gives_full_marks(tmp_
     total = re.search(r"^  合计 +(\d+)/(\d+)$", report, re.M)
     assert total and total[1] == total[2] and int(total[2]) >= 20, report
     assert " fail " not in report and " error " not in report, report
+
+
+# --- Chinese typography: no space between two CJK characters ------------------------------------
+
+_GAP = re.compile(rf"[{ed.CJK}][*_]*[ \t\n]+[*_]*[{ed.CJK}]")
+_ENDS_BLOCK = re.compile(r"^ {0,3}(?:#|\||<)|^\s*\|")
+
+
+def cjk_gaps(markdown: str) -> list[str]:
+    """Where a rendered markdown text has a space between two CJK characters: a space, or a line
+    break inside a paragraph (rendered as a space), with emphasis markers between them or not.
+    Code (blocks and spans), math and link targets are not prose; a break after a heading, a
+    table row or an HTML line ends a block."""
+    text = re.sub(r"^\s*(```|~~~).*?^\s*\1[^\n]*$", "", markdown, flags=re.M | re.S)
+    text = re.sub(r"(`+).+?\1", "X", text, flags=re.S)
+    text = re.sub(r"\$\$.+?\$\$|\$[^$\n]+\$", "X", text, flags=re.S)
+    text = re.sub(r"\]\([^)\s]*\)", "]", text)
+    lines = text.split("\n")
+    joined = "".join(line + ("¶" if _ENDS_BLOCK.match(line) or not line.strip() else "\n")
+                     for line in lines)
+    return [joined[max(m.start() - 12, 0):m.end() + 12].replace("\n", "⏎")
+            for m in _GAP.finditer(joined)]
+
+
+def _zh_prose() -> list[tuple[str, str]]:
+    """(where, markdown) of every text a Chinese reader reads: the zh notebooks' markdown
+    cells, README.zh-CN.md and the site's Chinese pages."""
+    out = [(f"{path.relative_to(ROOT)} cell {cell_id!r}", source)
+           for path in _zh_notebooks() for cell_id, source in _markdown(path)]
+    out += [(str(path.relative_to(ROOT)), path.read_text(encoding="utf-8"))
+            for path in _zh_pages()]
+    return out
+
+
+def test_no_space_or_line_break_between_two_cjk_characters():
+    problems = [f"{where}: {gap!r}" for where, text in _zh_prose() for gap in cjk_gaps(text)]
+    assert not problems, (
+        f"{len(problems)} spaces between CJK characters in rendered Chinese prose (a line break "
+        "inside a paragraph renders as a space; the zh notebooks are joined by `python -m "
+        "course_utils.editions build`, README.zh-CN.md and site/zh/ are fixed in their "
+        "source):\n" + "\n".join(problems[:60]))
+
+
+def test_every_emphasis_of_the_chinese_prose_renders_as_emphasis():
+    """No `*` is left as text by a markdown parser (CommonMark, as the site's): emphasis split
+    across lines, or closed between punctuation and a letter, shows its asterisks."""
+    markdown_it = pytest.importorskip("markdown_it")
+    parser = markdown_it.MarkdownIt("commonmark").enable("table")
+
+    def texts(tokens):
+        for token in tokens:
+            if token.children:
+                yield from texts(token.children)
+            elif token.type == "text":
+                yield token.content
+
+    problems = []
+    for where, text in _zh_prose():
+        text = re.sub(r"\$\$.+?\$\$|\$[^$\n]+\$", "X", text, flags=re.S)
+        problems += [f"{where}: {t[:80]!r}" for t in texts(parser.parse(text))
+                     if re.search(r"\*(?!\w*\.ipynb)", t)]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_typography_checks_and_the_join():
+    assert cjk_gaps("当某个输入需要梯度时，\n  它还会") and cjk_gaps("时， 它") \
+        and cjk_gaps("*没有可测出的\n差异*") and cjk_gaps("**接下来。** 第 02 课")
+    assert cjk_gaps("加上 **冻结**（frozen）") and cjk_gaps("高到两倍？**\n只有")
+    for fine in ("## 标题\n正文", "| 中 |\n| 文 |", "段落。\n\n下一段", "在 `x` 中",
+                 "```\n中文\n中文\n```", "第 02 课", "用\nPyTorch 写", "* 一\n* 二"):
+        assert not cjk_gaps(fine), fine
+    text = ("当某个输入需要梯度时，\n  它还会\n* 列表\n* **接下来。** 第 02 课\n## 标题\n"
+            "正文*没有可测出的\n差异*（no）\n高到两倍？**\n只有 **冻结** 的\n\n"
+            "```\n中文\n中文\n```")
+    joined = ed.join_cjk_lines(text)
+    assert not cjk_gaps(joined), cjk_gaps(joined)
+    assert joined == ("当某个输入需要梯度时，它还会\n* 列表\n* **接下来**。第 02 课\n## 标题\n"
+                      "正文*没有可测出的差异*（no）高到两倍**？只有**冻结**的\n\n```\n中文\n中文\n```")
+    assert ed.join_cjk_lines(joined) == joined
+    assert ed.join_cjk_lines("English\nlines stay\n`as` they are") == \
+        "English\nlines stay\n`as` they are"

@@ -11,10 +11,12 @@ and ``en`` that source, so a stale translation can be compared with the new Engl
 
 ``build`` writes ``zh/notebooks/NN_topic.ipynb`` and ``zh/exercises/NN_topic.ipynb``: the English
 notebook with each markdown cell's source replaced by its translation (relative links rewritten
-so they work from ``zh/``); code cells, outputs, cell ids and metadata are copied as they are, so
-the grader, the checks and nbval's recorded outputs are shared, and the Chinese notebooks are
-never executed on their own. A markdown cell without an up-to-date translation keeps its English
-text (the Chinese edition never says something the English no longer says), and ``check`` fails.
+so they work from ``zh/``, every path and command pointed at the zh files, soft line breaks
+between Chinese characters joined); code cells, outputs, cell ids and metadata are copied as
+they are, so the grader, the checks and nbval's recorded outputs are shared, and the Chinese
+notebooks are never executed on their own. A markdown cell without an up-to-date translation
+keeps its English text (the Chinese edition never says something the English no longer says),
+and ``check`` fails.
 
 Commands (``python -m course_utils.editions COMMAND [STEM ...]``):
 
@@ -177,6 +179,66 @@ def rewrite_links(text: str, src_dir: str, dst_dir: str, root: Path = ROOT) -> s
         lambda m: m[1] + m[2] + map_target(m[3], src_dir, dst_dir, root) + m[4], text)
 
 
+# --- Chinese typography -------------------------------------------------------------------------
+
+#: CJK ideographs, CJK symbols and punctuation, and full-width forms (，。：；（）！？ ...).
+CJK = "\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef"
+#: Of those, the punctuation.
+CJK_PUNCT = "\u3000-\u303f\uff00-\uff0f\uff1a-\uff20\uff3b-\uff40\uff5b-\uff65"
+#: Of those, the letters (ideographs).
+CJK_LETTERS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+# Emphasis with `*` only: `_` does not open or close between two letters (CommonMark).
+_ENDS_CJK = re.compile(rf"([{CJK}])(\**)$")
+_STARTS_CJK = re.compile(rf"^[ \t]*(\**)(?=[{CJK}])")
+#: A line that ends its block: a heading, a table row, an HTML line.
+_BLOCK_LINE = re.compile(r"^ {0,3}(?:#|\||<)|^\s*\|")
+#: A space after emphasis that ends on CJK (`**冻结** 的`, `**接下来。** 第`), and before one
+#: that starts on a CJK letter (`加上 **冻结**`), between CJK characters. (After punctuation the
+#: space was needed: a closing `**` between punctuation and a letter does not close.)
+_SPACE_AFTER_EMPHASIS = re.compile(rf"([{CJK}])(\*{{1,3}})[ \t]+(?=[{CJK}])")
+_SPACE_BEFORE_EMPHASIS = re.compile(rf"([{CJK}])[ \t]+(\*{{1,3}})(?=[{CJK_LETTERS}])")
+
+
+def _close_after(char: str, markers: str) -> str:
+    """Emphasis closed after a CJK character, written so that it closes with no space after it:
+    punctuation moves out (`。**` -> `**。`)."""
+    return markers + char if re.match(rf"[{CJK_PUNCT}]", char) else char + markers
+
+
+def join_cjk_lines(text: str) -> str:
+    """Markdown with no soft line break or space between two CJK characters, as Chinese is
+    written: a line break inside a paragraph renders as a space (in JupyterLab and on the site),
+    so a paragraph wrapped like English (`需要梯度时，⏎它还会`) reads `时， 它`. Lines are joined
+    where the characters on both sides are CJK (emphasis markers between them kept, so `*没有
+    可测出的⏎差异*` stays one emphasis); emphasis that ends with CJK punctuation before a space
+    or a break closes before the punctuation instead. Code blocks, headings and table rows are
+    left alone."""
+    out: list[str] = []
+    fence = ""
+    for line in text.split("\n"):
+        stripped = line.lstrip()
+        if fence:
+            out.append(line)
+            if stripped.startswith(fence):
+                fence = ""
+            continue
+        if stripped.startswith(("```", "~~~")):
+            fence = stripped[:3]
+            out.append(line)
+            continue
+        line = _SPACE_AFTER_EMPHASIS.sub(lambda m: _close_after(m[1], m[2]), line)
+        line = _SPACE_BEFORE_EMPHASIS.sub(r"\1\2", line)
+        prev = out[-1] if out else ""
+        left, right = _ENDS_CJK.search(prev), _STARTS_CJK.match(line)
+        if out and left and right and line.strip() and not _BLOCK_LINE.match(prev) \
+                and not _BLOCK_LINE.match(line):
+            out[-1] = prev[:left.start()] + _close_after(left[1], left[2]) \
+                + line[right.end() - len(right[1]):]
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
 # --- building and checking ----------------------------------------------------------------------
 
 @dataclass
@@ -248,7 +310,8 @@ def translate_notebook(stem: str, kind: str, folder: str, translations: dict,
             text = en
         else:
             text = entry["zh"]
-        cell["source"] = _lines(own_paths(rewrite_links(text, folder, f"{ZH}/{folder}", root)))
+        text = join_cjk_lines(own_paths(rewrite_links(text, folder, f"{ZH}/{folder}", root)))
+        cell["source"] = _lines(text)
     edition.problems += [Problem(stem, kind, cell_id, "orphan") for cell_id in part
                          if cell_id not in seen]
     return edition
