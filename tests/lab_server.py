@@ -6,6 +6,7 @@ import contextlib
 import fcntl
 import json
 import os
+import random
 import re
 import signal
 import socket
@@ -26,10 +27,44 @@ ROOT = Path(__file__).resolve().parents[1]
 KERNEL_LOCK = ROOT / "Makefile"
 
 
+_GIVEN: set[int] = set()
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free loopback port for a server that another process will bind later (the Hub and its
+    proxy take fixed ports). It is chosen outside the range from which the system hands out
+    ports to bind(port 0) and to outgoing connections, so that no kernel, browser or other test
+    that asks the system for a port can take it between now and then; only a process that
+    picks fixed ports itself could. Never the same port twice in one process."""
+    low, high = _ephemeral_range()
+    if low >= 16384:
+        span = (low // 2, low)  # e.g. 16384-32767 below Linux's default range
+    elif high <= 60000:
+        span = (high + 1, 65536)
+    else:  # the system hands out nearly every port: take one from it, as before
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+    for _ in range(200):
+        port = random.randrange(*span)
+        if port in _GIVEN:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            _GIVEN.add(port)
+            return port
+    raise RuntimeError(f"no free port in {span[0]}-{span[1] - 1}")
 
 
 @contextlib.contextmanager
