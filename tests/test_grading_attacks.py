@@ -1079,3 +1079,116 @@ def test_without_the_sandbox_other_peoples_notebooks_need_trust_submissions(tmp_
     own = ROOT / "tests" / "fixtures" / "grading" / "submissions" / "full" / "99_fixture.ipynb"
     assert grade.main([str(own), "--solutions", str(SOLUTIONS), "--no-sandbox", "--json",
                        "--timeout", f"{30 * SLOW:.0f}"]) == 0
+
+
+# --- issue 36: forged reports. Junk answers to exercise 00 (``return 0.5``) plus code that
+# makes the check's report claim the right outputs: it re-runs the check's probe with right
+# answers of its own, through the functions and data a report passes through in the kernel.
+# Each scored 4/5 (00.1 and 00.2, the hidden check too) with no note; now each is tampered.
+FORGER = textwrap.dedent("""
+    def _right_mse(p, t):
+        p, t = np.asarray(p, dtype=float), np.asarray(t, dtype=float)
+        if p.shape != t.shape:
+            raise ValueError(f"{p.shape} vs {t.shape}")
+        return float(np.mean((p - t) ** 2))
+    def _rerun():
+        ns = get_ipython().user_ns
+        saved = {k: ns[k] for k in ("mean_squared_error", "count_parameters") if k in ns}
+        ns.update({k: v for k, v in (("mean_squared_error", _right_mse), ("count_parameters",
+                   lambda s: sum(a * b + b for a, b in zip(s, s[1:])))) if k in saved})
+        try:
+            exec(ns["In"][-1], ns)
+        finally:
+            ns.update(saved)
+    import course_utils.grading.probe as _p
+    """)
+FORGED_REPORTS = {  # name -> (the forger's last lines, what the tamper note names)
+    "replace-take": ("_real = getattr(_p, '_take', None)\n"
+                     "def _take(nonce):\n    _rerun()\n    return _real(nonce)\n"
+                     "_p._take = _take\n", "course_utils.grading.probe._take"),
+    "replace-report": ("_real, _busy = _p.report, []\n"
+                       "def _report(**fields):\n    if not _busy:\n        _busy.append(1)\n"
+                       "        try:\n            return _rerun()\n        finally:\n"
+                       "            _busy.pop()\n    return _real(**fields)\n"
+                       "_p.report = _report\n", "course_utils.grading.probe.report"),
+    "pending-subclass": (textwrap.dedent("""
+        class _Pending(dict):
+            busy = False
+            def items(self):
+                if not _Pending.busy:
+                    _Pending.busy = True
+                    try:
+                        _rerun()
+                    finally:
+                        _Pending.busy = False
+                return dict.items(self)
+        _p._pending = _Pending()
+        """), "course_utils.grading.probe._pending"),
+    "json-encoder": (textwrap.dedent("""
+        import json, sys
+        class _Encoder(json.JSONEncoder):
+            busy = False
+            def encode(self, o):
+                if not _Encoder.busy and sys._getframe(2).f_code.co_name == "report":
+                    name = sys._getframe(2).f_locals.get("name")
+                    _Encoder.busy = True
+                    try:
+                        _rerun()
+                    finally:
+                        _Encoder.busy = False
+                    if name in _p._pending:
+                        return _p._pending[name]
+                return super().encode(o)
+        json._default_encoder = _Encoder(allow_nan=True)
+        """), "json._default_encoder"),
+}
+
+
+def exercise_00(answers: dict[str, str]) -> nbformat.NotebookNode:
+    """exercises/00_setup.ipynb with the answer cells of ``answers`` (exercise id -> source)."""
+    nb = nbformat.read(ROOT / "exercises" / "00_setup.ipynb", as_version=4)
+    for cell in nb.cells:
+        if "solution" in cell.metadata.get("tags", []):
+            exercise = cell.metadata.get("grading", {}).get("id")
+            if exercise in answers:
+                cell.source = answers[exercise]
+    return nb
+
+
+def test_a_forged_report_scores_nothing_and_is_noted(tmp_path):
+    """Issue 36: what a report passes through in the kernel (the probe module's functions, its
+    store, the JSON encoder) is the grader's to vouch for: the report is written by the probe
+    module's own ``dumps`` and taken by the grader's own code, which checks the store's type;
+    the probe module is in the tamper baseline, and module data that becomes an object of a
+    class made in a cell is tampering. Graded as an instructor does, with the answer key."""
+    folder = tmp_path / "subs"
+    junk = {"00.1": "def mean_squared_error(pred, target) -> float:\n    return 0.5\n",
+            "00.2": "def count_parameters(sizes) -> int:\n    return 0.5\n"}
+    for name, (forge, _) in FORGED_REPORTS.items():
+        (folder / name).mkdir(parents=True)
+        answers = {**junk, "00.1": junk["00.1"] + FORGER + forge}
+        nbformat.write(exercise_00(answers), folder / name / "00_setup.ipynb")
+    # A field the check never reports, slipped into the genuine store from inside the check.
+    (folder / "extra-field").mkdir()
+    nbformat.write(exercise_00({**junk, "00.2": textwrap.dedent("""
+        import course_utils.grading.probe as _p
+        def count_parameters(sizes):
+            _p._cell[0] = get_ipython().execution_count
+            _p._pending["bonus"] = "1"
+            return 0.5
+        """)}), folder / "extra-field" / "00_setup.ipynb")
+    (folder / "honest").mkdir()
+    shutil.copy(ROOT / "solutions" / "00_setup.ipynb", folder / "honest" / "00_setup.ipynb")
+    reports, _, _ = grade_folder(folder, ROOT / "solutions", *(
+        ["--sandbox"] if SANDBOX else ["--no-sandbox", "--trust-submissions"]))
+    assert reports["honest"]["points"] == reports["honest"]["possible"] == 5
+    for name, (_, names) in FORGED_REPORTS.items():
+        ex = {e["exercise"]: e for e in reports[name]["exercises"]}
+        for exercise in ("00.1", "00.2"):
+            got = ex[exercise]
+            text = " ".join([got["message"], *got["notes"], *reports[name]["notes"]])
+            assert got["points"] == 0 and got["status"] == "tampered" and names in text, \
+                (name, exercise, got["points"], got["status"], text[:300])
+    extra = {e["exercise"]: e for e in reports["extra-field"]["exercises"]}["00.2"]
+    assert extra["status"] == "tampered" and "`bonus`, which this check never reports" in \
+        " ".join([extra["message"], *extra["notes"]]), extra

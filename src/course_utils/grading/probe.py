@@ -30,11 +30,11 @@ in the kernel these only say what was recorded (see ``verdict.py``).
 from __future__ import annotations
 
 import base64
-import json
+import math
 import sys
 from typing import Any
 
-__all__ = ["MAX_REPORT_BYTES", "DTYPES", "encode", "predicted", "prediction", "report"]
+__all__ = ["MAX_REPORT_BYTES", "DTYPES", "dumps", "encode", "predicted", "prediction", "report"]
 
 #: Most bytes of JSON one check may report (a report over it is refused in the kernel, and
 #: refused again by the grader).
@@ -122,6 +122,9 @@ def report(**fields: Any) -> None:
 
     The value is encoded at once (a later change to the object changes nothing) and bound, as
     the plain value the grader will see, to the same name in the calling cell's namespace.
+    The JSON text is written here (``dumps``), not by the ``json`` module, whose encoder a cell
+    could replace; the grader takes the texts with code of its own, which trusts no function
+    of the kernel's (``verdict.report_expression``).
     """
     ip = _shell()
     count = getattr(ip, "execution_count", None)
@@ -129,27 +132,62 @@ def report(**fields: Any) -> None:
         _pending.clear()
         _cell[0] = count
     caller = sys._getframe(1).f_globals
+    from course_utils.grading.verdict import decode_value  # plain: as the grader sees it
+
     for name, value in fields.items():
-        text = json.dumps(encode(value, f"`{name}`"), allow_nan=True)
-        _pending[name] = text
+        encoded = encode(value, f"`{name}`")
+        _pending[name] = dumps(encoded)
         if sum(len(t) for t in _pending.values()) > MAX_REPORT_BYTES:
             del _pending[name]
             raise ReportError(f"report: `{name}` makes this check's report larger than "
                               f"{MAX_REPORT_BYTES // 2**20} MB; report a smaller value")
-        from course_utils.grading.verdict import decode_value  # plain: as the grader sees it
-
-        caller[name] = decode_value(json.loads(text))
+        caller[name] = decode_value(encoded)
 
 
-def _take(nonce: str) -> None:
-    """Raise, for the grader's user expression, the pending reports as JSON, with its nonce.
+def dumps(encoded: Any) -> str:
+    r"""``encode``'s output as JSON text (ASCII; NaN and the infinities as ``json`` writes
+    them), made with the base types' own methods only.
 
-    An exception's message, not a displayed value: no display formatter of the learner's can
-    rewrite it (as for the tamper probe)."""
-    text = "{" + f'"nonce": {json.dumps(nonce)}, "fields": {{' + ", ".join(
-        f"{json.dumps(name)}: {value}" for name, value in _pending.items()) + "}}"
-    _pending.clear()
-    raise Exception(text)
+    >>> dumps({"$tuple": [1, 2.5, "é\n", None, True, float("nan")]})
+    '{"$tuple": [1, 2.5, "\\u00e9\\u000a", null, true, NaN]}'
+    """
+    kind = type(encoded)
+    if encoded is None:
+        return "null"
+    if kind is bool:
+        return "true" if encoded else "false"
+    if kind is int:
+        return int.__repr__(encoded)
+    if kind is float:
+        if encoded != encoded:
+            return "NaN"
+        if encoded in (math.inf, -math.inf):
+            return "Infinity" if encoded > 0 else "-Infinity"
+        return float.__repr__(encoded)
+    if kind is str:
+        return _quote(encoded)
+    if kind is list:
+        return "[" + ", ".join([dumps(v) for v in encoded]) + "]"
+    if kind is dict:
+        return "{" + ", ".join([_quote(k) + ": " + dumps(v) for k, v in encoded.items()]) + "}"
+    raise ReportError(f"report: cannot write a {kind.__name__} as JSON")
+
+
+def _quote(text: str) -> str:
+    """A JSON string literal, ASCII only (every other character as a \\u escape)."""
+    out = []
+    for ch in text:
+        code = ord(ch)
+        if ch == '"' or ch == "\\":
+            out.append("\\" + ch)
+        elif 0x20 <= code < 0x7F:
+            out.append(ch)
+        elif code < 0x10000:
+            out.append(f"\\u{code:04x}")
+        else:
+            code -= 0x10000
+            out.append(f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}")
+    return '"' + "".join(out) + '"'
 
 
 # -- predictions, as a learner running the notebook sees them -------------------------------------

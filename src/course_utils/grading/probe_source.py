@@ -18,7 +18,8 @@ MACHINERY = ("IPython", "ipykernel", "jupyter_client", "zmq", "traitlets", "torn
              "asyncio", "traceback", "linecache", "ast", "codeop", "types", "importlib",
              "inspect", "json", "numpy", "math", "cmath", "operator", "functools", "contextlib",
              "threading", "_frozen_importlib", "_frozen_importlib_external", "builtins",
-             "_thread", "copy", "hmac", "hashlib", "gc", "signal", "_signal", "course_utils")
+             "_thread", "copy", "hmac", "hashlib", "gc", "signal", "_signal", "base64",
+             "binascii", "course_utils")
 #: Entries that change while an honest notebook runs (caches, registries), never verdicts.
 VOLATILE = ("__warningregistry__", "_abc_impl", "__abstractmethods__", "_instance",
             "__annotations__", "_", "__", "___", "old_hook")
@@ -72,6 +73,10 @@ def probe(nonce, mode, want, known, B):
     if mode == "baseline":
         B["__import__"]("numpy.testing")
         B["__import__"]("course_utils.grading.checks")
+        # What a check's report passes through (report, encode, dumps, the store): in the
+        # baseline, so that a function of it replaced later is seen (issue 36).
+        B["__import__"]("course_utils.grading.probe")
+        B["__import__"]("course_utils.grading.verdict")
         # An audit hook runs inside any code (a check's `sys._getframe()`, `compile`, `open`)
         # and could patch numpy for the check and put it back for this probe; hooks cannot be
         # listed, so from now on only a library may add one (a RuntimeError from a hook makes
@@ -205,8 +210,17 @@ def probe(nonce, mode, want, known, B):
         if mode == "baseline":
             details[key] = entries
         elif key in want:  # which new values are genuine package code (a library's own patch)
-            details[key] = {k: [tok, bool(genuine(value_of(owner, k)))] for k, tok in
-                            entries.items()}
+            details[key] = {k: [tok, bool(genuine_value(value_of(owner, k), tok))]
+                            for k, tok in entries.items()}
+
+    def genuine_value(value, tok):
+        """For code: ``genuine``. For data: its type is the interpreter's own or a package's,
+        not a class made in a cell (a dict subclass whose ``items`` lies, an encoder whose
+        ``encode`` does)."""
+        if tok is None or tok[0] not in "dM":
+            return genuine(value)
+        kind = T(value)
+        return getattr_(kind, "__module__", None) == "builtins" or genuine(kind)
 
     def value_of(owner, key):
         key = key.removeprefix("override:")

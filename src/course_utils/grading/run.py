@@ -249,6 +249,17 @@ class NotebookRun:
         """Judge a probe that ran: its report, the expected values, the verdict, here."""
         try:
             result.reported = verdicts.parse_report(nonce, reply.user_expressions.get("report"))
+            extra = sorted(set(result.reported) - (spec.reports or set(result.reported)))
+            if extra:
+                raise verdicts.Tampered(
+                    f"the report held {', '.join(f'`{n}`' for n in extra[:5])}, which this "
+                    "check never reports (only its probe's own report() calls may fill it)")
+        except verdicts.Tampered as e:
+            result.outcome, result.tampered = "tampered", [f"the check's report: {e}"]
+            result.message = result.summary = "the kernel was tampered with: " + \
+                result.tampered[0]
+            result.reported = None
+            return
         except verdicts.TransportError as e:
             result.outcome, result.message = "error", f"the check's report was refused: {e}"
             result.summary = result.message

@@ -211,16 +211,25 @@ def diff_entries(group: str, before: dict[str, str], after: dict[str, list]) -> 
     unless the new one is genuine package code (torch, for one, patches ``inspect.getfile`` as
     it loads). In an object (the shell, the kernel, the session, ...): a function it held
     replaced by one that is not genuine, its class changed, or any attribute that hides one of
-    its class's (``kernel.do_execute = ...``). Data (counters, caches, parents) may change.
+    its class's (``kernel.do_execute = ...``). Data (counters, caches, parents) may change, but
+    not into an object of a class made in a cell, nor, in ``course_utils.grading``, into
+    anything of another type.
     """
     changed = []
     instance = group.startswith("o:")
+    grading = group.startswith("m:course_utils.grading")
     for key, (token, genuine) in after.items():
         old = before.get(key)
         if old == token:
             continue
         if key == "__class__" or key.startswith("override:") and not (
                 _is_data(token) and _is_data(old)):
+            changed.append(key)
+        elif not instance and old is not None and _is_data(token) and _is_data(old) \
+                and (grading or not genuine):
+            # Module data of another type: in the grader's own modules, any (the store a
+            # report passes through); elsewhere, an object of a class made in a cell (a JSON
+            # encoder whose ``encode`` lies).
             changed.append(key)
         elif genuine:
             continue

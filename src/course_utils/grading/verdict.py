@@ -11,7 +11,8 @@ The grader takes the sections from its canonical copy of the check (``solutions/
 release's ``.course-checks/``), never from the learner's notebook or kernel, and
 
 - sends only the probe to the kernel, then takes its report with a user expression of the same
-  request (``report_expression``), answered as an exception's message with a fresh nonce;
+  request (``report_expression``: the grader's own code, which calls no function of the
+  kernel's), answered as an exception's message with a fresh nonce;
 - decodes it here (``decode``): JSON plus raw array bytes with their dtype (numbers and booleans
   only) and shape checked; never pickle; at most ``MAX_REPORT_BYTES``, nested at most
   ``MAX_DEPTH`` deep;
@@ -69,6 +70,30 @@ class CheckSpec:
     reference: str  # "" when the check needs no expected values (a property check)
     verdict: str
 
+    @property
+    def reports(self) -> frozenset[str] | None:
+        """The names the probe's ``report(...)`` calls report (None: one of them reports
+        ``**fields``, so any name): a report from the kernel may hold only these."""
+        return reported_names(self.probe)
+
+
+def reported_names(probe: str) -> frozenset[str] | None:
+    """The keyword names of the ``report(...)`` calls in a probe's source (None when one
+    passes ``**fields``).
+
+    >>> sorted(reported_names("if x:\\n    report(a=1)\\nelse:\\n    report(a=2, b=3)\\n"))
+    ['a', 'b']
+    """
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(probe)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id == "report":
+            for keyword in node.keywords:
+                if keyword.arg is None:
+                    return None
+                names.add(keyword.arg)
+    return frozenset(names)
+
 
 def sections(source: str) -> tuple[str, str, str] | None:
     """(probe, reference, verdict) of a check cell, or None for a check in the old format.
@@ -120,18 +145,65 @@ def specs(cells: list[Mapping[str, Any]]) -> dict[str, CheckSpec]:
 # -- transport -----------------------------------------------------------------------------------
 
 
+#: The code that takes a probe's report in the kernel (see ``report_expression``). It is sent
+#: as text and run with the interpreter's own builtins; it calls no function of the kernel's
+#: that a cell could replace: it reads ``course_utils.grading.probe._pending`` (which must be
+#: a plain dict of plain strings, as ``report`` leaves it) with the base types' own methods,
+#: and writes the JSON itself. A store that is not what ``report`` leaves there is answered
+#: with ``TAMPERED`` and what is wrong.
+TAMPERED = "course-grade: the report was tampered with: "
+_TAKE = '''
+def take(nonce, B):
+    OBJ = ().__class__.__base__
+    T, D, S, L = OBJ.__class__, {}.__class__, "".__class__, [].__class__
+    boot = [c for c in OBJ.__subclasses__() if c.__module__ == "_frozen_importlib"
+            and c.__name__ == "BuiltinImporter"][0]
+    sys = D.get(boot.find_spec.__func__.__globals__, "sys")
+    base = [c for c in OBJ.__subclasses__() if c.__module__ == "builtins"
+            and c.__name__ == "BaseException"][0]
+    error = [c for c in T.__subclasses__(base) if c.__module__ == "builtins"
+             and c.__name__ == "Exception"][0]
+    module = D.get(D.get(OBJ.__getattribute__(sys, "__dict__"), "modules"),
+                   "course_utils.grading.probe")
+    if T(module) is not T(sys):
+        return error(TAMPERED + "course_utils.grading.probe is not the course's module")
+    pending = D.get(OBJ.__getattribute__(module, "__dict__"), "_pending")
+    if T(pending) is not D:
+        return error(TAMPERED + "course_utils.grading.probe._pending was replaced (a "
+                     + S(T(pending).__name__) + ", not a dict)")
+    parts = []
+    for name, text in L(D.items(pending)):
+        if T(name) is not S or T(text) is not S or not S.isidentifier(name):
+            return error(TAMPERED + "course_utils.grading.probe._pending holds something "
+                         "report() never stores there")
+        L.append(parts, '"' + name + '": ' + text)
+    D.clear(pending)
+    return error('{"nonce": "' + nonce + '", "fields": {' + ", ".join(parts) + "}}")
+'''
+
+
 def report_expression(nonce: str) -> str:
-    """The user expression that takes a probe's report from the kernel (see ``probe._take``),
-    with the interpreter's own builtins."""
+    """The user expression that takes a probe's report from the kernel (``_TAKE``), run with
+    the interpreter's own builtins and answered as an exception's message with ``nonce``."""
     from course_utils.grading.tamper import _ANCHOR
 
-    return (f"(lambda B: B['__import__']('course_utils.grading.probe', None, None, "
-            f"['_take'])._take({nonce!r}))({_ANCHOR})")
+    if not all(c in "0123456789abcdef" for c in nonce):
+        raise ValueError("a report's nonce is hex digits")
+    source = _TAKE + "\nraise take(nonce, __builtins__)\n"
+    return (f"(lambda B: B['exec']({source!r}, {{'__builtins__': B, 'nonce': {nonce!r}, "
+            f"'TAMPERED': {TAMPERED!r}}}))({_ANCHOR})")
+
+
+class Tampered(TransportError):  # noqa: N818 (what the grader found, not a bug)
+    """A report whose store in the kernel was not what ``report`` leaves there."""
 
 
 def parse_report(nonce: str, found: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The fields of a report from its user expression's answer; TransportError if it is not
-    one, is altered, or breaks the limits."""
+    """The fields of a report from its user expression's answer; ``Tampered`` if its store
+    was replaced, TransportError if it is not one, is altered, or breaks the limits."""
+    if isinstance(found, Mapping) and found.get("status") == "error" \
+            and str(found.get("evalue", "")).startswith(TAMPERED):
+        raise Tampered(str(found["evalue"])[len(TAMPERED):][:300])
     if not isinstance(found, Mapping) or found.get("status") != "error" \
             or found.get("ename") != "Exception":
         raise TransportError("the check's report did not come back from the kernel")
