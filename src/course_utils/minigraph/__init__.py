@@ -32,6 +32,7 @@ from .autodiff import gradients
 from .eager import Tensor, is_grad_enabled, no_grad, tensor
 from .errors import (
     ArgumentError,
+    CompileError,
     DTypeError,
     ExecutionError,
     FeedError,
@@ -120,6 +121,7 @@ from .shapes import broadcast_rule, same_shape_rule
 # isort: split
 # optimization, codegen, memory, profiling
 from .codegen import CompiledGraph, codegen
+from .compile_c import CompiledC, compile_c
 from .memory import MemoryPlan, memory_plan
 from .passes import optimize
 from .profile import Profile, profile
@@ -139,7 +141,7 @@ __all__ = [
     # errors
     "MinigraphError", "ShapeError", "DTypeError", "GraphError", "UnknownOpError", "FeedError",
     "MissingFeedError", "UninitializedVariableError", "GradientError", "TracingError",
-    "SerializationError", "ExecutionError", "ArgumentError",
+    "SerializationError", "ExecutionError", "ArgumentError", "CompileError",
     # the op table
     "Op", "OPS", "register_op", "get_op", "apply", "same_shape_rule", "broadcast_rule",
     # eager mode
@@ -156,7 +158,8 @@ __all__ = [
     "squeeze", "ones_like", "size", "unbroadcast", "broadcast_like", "getitem_grad",
     "minimum", "square", "abs", "clip", "logsumexp", "var", "conv2d", "max_pool2d", "avg_pool2d",
     # optimization, codegen, memory, profiling
-    "optimize", "codegen", "CompiledGraph", "memory_plan", "MemoryPlan", "profile", "Profile",
+    "optimize", "codegen", "CompiledGraph", "compile_c", "CompiledC", "memory_plan", "MemoryPlan",
+    "profile", "Profile",
     # tracing, control flow, saving
     "function", "Function", "ConcreteFunction", "cond", "while_loop", "save", "load",
     "LoadedFunction", "optim",

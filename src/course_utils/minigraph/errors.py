@@ -74,6 +74,11 @@ class ArgumentError(MinigraphError, TypeError):
     the wrong kind (a string where a graph belongs). Also a ``TypeError``, as Python's own is."""
 
 
+class CompileError(MinigraphError):
+    """A graph ``mg.compile_c`` cannot lower to C (an op without a C template, a value it cannot
+    lay out), or no C compiler to build it with."""
+
+
 class ExecutionError(MinigraphError):
     """An op failed while the graph ran; the original exception is chained as ``__cause__``."""
 
