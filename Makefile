@@ -90,9 +90,11 @@ audit: venv
 	$(BIN)/python -m course_utils.grading.audit $(if $(filter command line,$(origin NB)),$(basename $(notdir $(NB))),--all)
 
 # What learners get in a graded class: `make release DIR=../class-2025` (no solutions, no hidden
-# checks, no tests).
+# checks, no tests; the package's answers withheld), `LESSONS=03 SOLUTIONS=01,02` to add lesson 03
+# and ship the package's answers to the exercises of 01 and 02, which have closed.
 release: venv
-	$(BIN)/course-build-exercises --release $(DIR) $(if $(LESSONS),--lessons $(LESSONS))
+	$(BIN)/course-build-exercises --release $(DIR) $(if $(LESSONS),--lessons $(LESSONS)) \
+		$(if $(SOLUTIONS),--solutions $(SOLUTIONS))
 
 # The course's web site, both editions, from the executed notebooks (nothing is run), offline:
 # Sphinx + myst-nb (the `site` extra) and MathJax 3 from npm, served by the site itself. Open

@@ -221,6 +221,7 @@ def _median_rank(n: int, confidence: float) -> tuple[int, float]:
     A module-level helper of its own so that exercise 10.4's checks can forbid it: an answer that
     reaches :func:`median_interval` through any alias still calls this by its module name.
     """
+    ### ALSO ANSWERS 10.4: bench's intervals of a median need it (ratios, break-even, lesson 03 on)
     total, below, k = 2 ** n, 0, 0  # exact integer counts: below = #{ways B < k}
     while k < (n + 1) // 2:  # try k + 1, which misses when B <= k on either side
         below_next = below + math.comb(n, k)
@@ -1062,6 +1063,7 @@ def _calls_to_repay(first_call_s: float, per_call_s_graph: float,
                     per_call_s_eager: float) -> int | None:
     """:func:`break_even`'s count; its own helper so that exercise 10.1's checks can forbid it
     (an answer that reaches ``break_even`` through an alias still calls this by its name)."""
+    ### BEGIN SOLUTION 10.1
     if first_call_s <= per_call_s_eager:
         return 1
     saved_per_call = per_call_s_eager - per_call_s_graph
@@ -1069,6 +1071,7 @@ def _calls_to_repay(first_call_s: float, per_call_s_graph: float,
         return None
     calls = (first_call_s - per_call_s_graph) / saved_per_call
     return max(1, math.ceil(calls - 1e-9))  # 1e-9: 998.9999999 from rounding is still 999
+    ### END SOLUTION
 
 
 def first_calls(build: Callable[[], Callable], *args: Any, repeats: int = 5,

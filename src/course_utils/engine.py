@@ -4,6 +4,10 @@ Lesson 01 has you write this engine yourself: the nodes, the order to visit them
 pass and the derivative rules. **Write your own there first**; this module is the course's answer,
 kept in one place so that lessons 02-05 can ``from course_utils.engine import ...`` it instead of
 printing it again (a printed engine would also print the answers to lesson 01's exercises).
+The code that answers an exercise (01.1-01.3, 02.1, 02.2, 02.5) is marked ``### BEGIN SOLUTION
+NN.k``: a class's release of the course withholds it until that lesson's solutions are released,
+and raises :class:`course_utils.withheld.AnswerWithheld` there, naming the exercise whose answer
+(your own) to use instead.
 
 What is here, in the order lesson 01 builds it:
 
@@ -179,22 +183,67 @@ def reduce_mean(x, axis=None): return reduce_sum(x, axis) / size(x, axis)
 
 # --- backward: one vector-Jacobian product per op ------------------------------------------------
 
+# The seven rules exercise 01.2 asks for, one function each: their bodies are the exercise's
+# answer, which a learner's release withholds until lesson 01's solutions are out
+# (CONTRIBUTING.md, "Answers in the package").
+def add_vjp(g, out, x, y):
+    ### BEGIN SOLUTION 01.2
+    return unbroadcast(g, x), unbroadcast(g, y)
+    ### END SOLUTION
+
+
+def mul_vjp(g, out, x, y):
+    ### BEGIN SOLUTION 01.2
+    return unbroadcast(g * y, x), unbroadcast(g * x, y)
+    ### END SOLUTION
+
+
+def exp_vjp(g, out, x):
+    ### BEGIN SOLUTION 01.2
+    return (g * out,)
+    ### END SOLUTION
+
+
+def log_vjp(g, out, x):
+    ### BEGIN SOLUTION 01.2
+    return (g / x,)
+    ### END SOLUTION
+
+
+def tanh_vjp(g, out, x):
+    ### BEGIN SOLUTION 01.2
+    return (g * (1.0 - out * out),)
+    ### END SOLUTION
+
+
 # matmul's rule, like lesson 01's, takes both operands with the same batch axes (or plain
 # matrices): it does not sum a broadcast batch axis back down.
+def matmul_vjp(g, out, x, y):
+    ### BEGIN SOLUTION 01.2
+    return g @ transpose(y), transpose(x) @ g
+    ### END SOLUTION
+
+
+def sum_vjp(g, out, x, axis=None):
+    ### BEGIN SOLUTION 01.2
+    return (broadcast_like(g, x, axis=axis),)
+    ### END SOLUTION
+
+
 VJP: dict[str, Callable] = {  # op -> (g, out, *inputs, **attrs) -> one gradient per input
-    "add": lambda g, out, x, y: (unbroadcast(g, x), unbroadcast(g, y)),
+    "add": add_vjp,
     "sub": lambda g, out, x, y: (unbroadcast(g, x), unbroadcast(-g, y)),
-    "mul": lambda g, out, x, y: (unbroadcast(g * y, x), unbroadcast(g * x, y)),
+    "mul": mul_vjp,
     "div": lambda g, out, x, y: (unbroadcast(g / y, x), unbroadcast(-g * out / y, y)),
     "neg": lambda g, out, x: (-g,),
-    "exp": lambda g, out, x: (g * out,),
-    "log": lambda g, out, x: (g / x,),
-    "tanh": lambda g, out, x: (g * (1.0 - out * out),),
+    "exp": exp_vjp,
+    "log": log_vjp,
+    "tanh": tanh_vjp,
     "relu": lambda g, out, x: (g * sign(out),),
     "sign": lambda g, out, x: (None,),
-    "matmul": lambda g, out, x, y: (g @ transpose(y), transpose(x) @ g),
+    "matmul": matmul_vjp,
     "transpose": lambda g, out, x: (transpose(g),),
-    "sum": lambda g, out, x, axis=None: (broadcast_like(g, x, axis=axis),),
+    "sum": sum_vjp,
     "size": lambda g, out, x, axis=None: (None,),
     "logsumexp": lambda g, out, x, axis=-1: (g * exp(x - out),),
     "ones_like": lambda g, out, x: (None,),
@@ -216,6 +265,7 @@ def topo_order(outputs: Iterable[Node],
     node depends on (default: ``node.inputs``), so the same walk serves other graphs, such as
     lesson 04's tape (:func:`course_utils.tape.tape_order`).
     """
+    ### BEGIN SOLUTION 01.1
     inputs_of = inputs_of or (lambda node: node.inputs)
     order, done = [], set()
     stack = [(node, False) for node in reversed(list(outputs))]
@@ -230,6 +280,7 @@ def topo_order(outputs: Iterable[Node],
             stack.append((node, True))
             stack.extend((x, False) for x in reversed(list(inputs_of(node))) if x not in done)
     return order
+    ### END SOLUTION
 
 
 def evaluate(outputs: Iterable[Node], feed: dict) -> dict:
@@ -243,6 +294,7 @@ def evaluate(outputs: Iterable[Node], feed: dict) -> dict:
 
 def backprop(output: Node, values: dict) -> dict:
     """d output / d node for every node `output` depends on, given the forward `values`."""
+    ### BEGIN SOLUTION 01.3
     grads = {output: np.ones_like(values[output])}
     for node in reversed(topo_order([output])):
         if node not in grads or not node.inputs:
@@ -253,6 +305,7 @@ def backprop(output: Node, values: dict) -> dict:
             if gx is not None:
                 grads[x] = grads[x] + gx if x in grads else gx
     return grads
+    ### END SOLUTION
 
 
 # --- lesson 02's additions: state, a run that prunes, gradients as graph ------------------------
@@ -271,6 +324,7 @@ class MissingFeedError(KeyError):
 
 def run(fetches, feed_dict: dict | None = None):
     """The value of `fetches` (a Node, or a list of Nodes), computing only what they need."""
+    ### BEGIN SOLUTION 02.1
     feed_dict = feed_dict or {}
     nodes = fetches if isinstance(fetches, list) else [fetches]
     values = {}
@@ -282,10 +336,12 @@ def run(fetches, feed_dict: dict | None = None):
         else:
             values[node] = IMPL[node.op](*[values[x] for x in node.inputs], **node.attrs)
     return [values[n] for n in nodes] if isinstance(fetches, list) else values[fetches]
+    ### END SOLUTION
 
 
 def gradients(y: Node, xs: list[Node]) -> list[Node]:
     """Nodes that compute d y / d x for each x in xs: reverse mode whose vjp rules build nodes."""
+    ### BEGIN SOLUTION 02.2 02.5
     grads = {y: ones_like(y)}  # the seed, now a node
     for node in reversed(topo_order([y])):
         if node not in grads or not node.inputs:
@@ -295,6 +351,7 @@ def gradients(y: Node, xs: list[Node]) -> list[Node]:
             if gx is not None:
                 grads[x] = grads[x] + gx if x in grads else gx  # on nodes, `+` adds an add node
     return [grads[x] if x in grads else zeros_like(x) for x in xs]
+    ### END SOLUTION
 
 
 # --- the course's model, as lessons 02 and 04 write it (lesson 05's capstone imports it) ---------
@@ -315,6 +372,7 @@ __all__ = [
     "add", "sub", "mul", "div", "neg", "exp", "log", "tanh", "relu", "sign", "matmul",
     "transpose", "reduce_sum", "size", "logsumexp", "ones_like", "zeros_like", "unbroadcast",
     "broadcast_like", "reduce_mean", "sum_to", "logsumexp_impl", "broadcast_like_impl",
+    "add_vjp", "mul_vjp", "exp_vjp", "log_vjp", "tanh_vjp", "matmul_vjp", "sum_vjp",
     "topo_order", "evaluate", "backprop", "variable", "MissingFeedError", "run", "gradients",
     "mlp_loss",
 ]

@@ -21,6 +21,14 @@ and may set what it must score instead of the default::
     # shortcut: recomputes shared nodes instead of caching them (skips "each node once")
     # expect: <= 1                     (or < 2, == 0, 0, half, full ...)
 
+Besides the fixtures, the audit generates shortcuts of its own for every exercise it can
+(``generated-<slug>``, held to "at most half"), and its table says which it tried:
+
+- ``generated-course-import``: the course's own implementation imported. Where the package
+  answers the exercise (code marked ``### BEGIN SOLUTION NN.k`` or ``### ALSO ANSWERS NN.k`` in
+  ``src/course_utils``, ``answers_in_package.table``), the solution cells rewritten to call it
+  (``answers_in_package.course_import_answer``).
+
 A shortcut's ``# expect:`` may only be stricter than "at most half" (``# expect: < full`` on a
 shortcut is refused: name it ``partial-`` if it is a partial mistake, or fix the checks); a
 partial's may not allow full marks.
@@ -53,6 +61,7 @@ from typing import Literal
 
 import nbformat
 
+from course_utils.grading import answers_in_package
 from course_utils.grading import key as answer_key
 from course_utils.grading import verdict as verdicts
 from course_utils.grading.build import find_course_root
@@ -89,6 +98,7 @@ class Variant:
     expect: tuple[str, str] | None = None  # ("<", "3"), ("==", "full"); None: the default
     path: str = ""
     problem: str = ""  # a fixture that cannot be used, and why
+    generated: bool = False  # made by the audit itself, not a fixture file
 
 
 @dataclass
@@ -155,6 +165,20 @@ def load_fixtures(folder: Path, n_cells: int, possible: float | None = None) -> 
         elif possible is not None:
             variant.problem = expectation_problem(variant, possible)
         found.append(variant)
+    return found
+
+
+def generated_shortcuts(exercise: str, sources: list[str],
+                        root: Path | None = None) -> list[Variant]:
+    """The shortcuts the audit makes itself for one exercise (its solution cells' sources):
+    today, the course's own implementation imported (``answers_in_package``), where the package
+    has one."""
+    found = []
+    src = (root / "src") if root and (root / "src" / "course_utils").is_dir() else None
+    imported = answers_in_package.course_import_answer(sources, exercise, src)
+    if imported:
+        found.append(Variant("generated-course-import", "shortcut", imported[0], imported[1],
+                             generated=True))
     return found
 
 
@@ -241,8 +265,9 @@ def _num(x: float) -> str:
 
 def audit_notebook(stem: str, *, root: Path | None = None, timeout: float = 120.0,
                    sandbox: bool = False, fixtures: Path | None = None,
-                   progress: bool = False) -> list[VariantResult]:
-    """Run every variant of every exercise of ``solutions/<stem>.ipynb`` in one kernel."""
+                   progress: bool = False, generated: bool = True) -> list[VariantResult]:
+    """Run every variant of every exercise of ``solutions/<stem>.ipynb`` in one kernel
+    (``generated``: the shortcuts the audit makes itself too, :func:`generated_shortcuts`)."""
     root = root or find_course_root()
     path = root / "solutions" / f"{stem}.ipynb"
     nb = nbformat.read(path, as_version=4)
@@ -262,6 +287,8 @@ def audit_notebook(stem: str, *, root: Path | None = None, timeout: float = 120.
     for ex, cells in solution_cells.items():
         stub = Variant("stub", "stub", [strip_solutions(code[i].source, ex) for i in cells])
         variants[ex] = [stub, *load_fixtures(folder / ex, len(cells), possible.get(ex, 0))]
+        if generated:
+            variants[ex] += generated_shortcuts(ex, [code[i].source for i in cells], root)
     results: list[VariantResult] = []
     for extra in sorted(folder.iterdir()) if folder.is_dir() else []:
         if extra.is_dir() and extra.name not in solution_cells:
@@ -399,6 +426,14 @@ def format_results(results: list[VariantResult], verbose: bool = False) -> str:
                              f"({_num(c.points)}/{_num(c.possible)}): {state}")
                 if c.outcome != "passed" and c.message:
                     lines += [f"        {line}" for line in c.message.splitlines()]
+    tried: dict[str, list[str]] = {}
+    for r in results:
+        if r.variant.generated:
+            tried.setdefault(f"{r.notebook} {r.exercise}", []).append(
+                f"{r.variant.name} ({r.variant.description})")
+    if tried:
+        lines += ["", "generated shortcuts tried:"]
+        lines += [f"  {where}: {'; '.join(names)}" for where, names in tried.items()]
     wrong = sum(not r.ok for r in results)
     lines += ["", f"{len(results)} variants, {wrong} wrong (the rules, unless a fixture's "
               f"`# expect:` is stricter: solution and unusual == full, stub == 0, shortcut <= "
@@ -446,6 +481,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=120.0, help="per-cell timeout (s)")
     parser.add_argument("--sandbox", action="store_true", help="run the kernels under bwrap")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--no-generated", action="store_true",
+                        help="only the fixtures: not the shortcuts the audit makes itself")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="details for every variant, not only the wrong ones")
     parser.add_argument("--coverage", action="store_true",
@@ -467,7 +504,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             continue
         t0 = time.monotonic()
         results += audit_notebook(stem, root=root, timeout=args.timeout, sandbox=args.sandbox,
-                                  progress=not args.json)
+                                  progress=not args.json, generated=not args.no_generated)
         print(f"{stem}: {time.monotonic() - t0:.1f} s", file=sys.stderr)
     print(to_json(results) if args.json else format_results(results, args.verbose))
     if args.coverage:

@@ -9,6 +9,8 @@ twice gives identical bytes.
     course-build-exercises --check          # write nothing; fail if exercises/ is stale (for CI)
     course-build-exercises --release DIR    # what learners get in a graded class (see release())
     course-build-exercises --release DIR --lessons 01,02   # lessons 00-02 only (release.py)
+    course-build-exercises --release DIR --lessons 03 --solutions 01,02   # and the package's
+                                            # answers to 01's and 02's exercises (release.py)
     course-build-exercises --gradescope DIR --lessons 01   # a Gradescope bundle (gradescope.py)
 
 Writing ``exercises/`` also brings the answer key up to date (``key.py``): for each solutions
@@ -109,13 +111,16 @@ def plan(solutions: Path, exercises: Path) -> tuple[dict[Path, bytes], list[str]
     return wanted, errors
 
 
-def release(root: Path, target: Path, lessons: str | None = None) -> list[str]:
+def release(root: Path, target: Path, lessons: str | None = None,
+            solutions: str | None = None) -> list[str]:
     """Write (or add lessons to) the learners' copy of the course in ``target``, a git
     repository: the lessons (``lessons``: ``"01,02"``; lesson 00 always; default every lesson),
     their ``exercises/`` built fresh from ``solutions/`` (no solutions, no hidden checks), and
     ``.course-checks/``, the same exercise notebooks, which ``course-grade`` uses in place of
     ``solutions/`` when a learner grades their own work there; the package and the set-up files.
-    No ``solutions/``, no ``tests/``. Returns problems (empty when done). See ``release.py``.
+    No ``solutions/``, no ``tests/``; the package's answers to exercises withheld except for
+    the lessons in ``solutions`` (``"01,02"``). Returns problems (empty when done). See
+    ``release.py``.
     """
     from course_utils.grading.release import ReleaseError, write_release
 
@@ -123,7 +128,7 @@ def release(root: Path, target: Path, lessons: str | None = None) -> list[str]:
     if errors:
         return errors
     try:
-        print(write_release(root, target, wanted, lessons))
+        print(write_release(root, target, wanted, lessons, solutions_arg=solutions))
     except ReleaseError as e:
         return [str(e)]
     return []
@@ -136,7 +141,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--check", action="store_true",
                         help="write nothing; exit 1 if exercises/ is stale, naming each file")
-    parser.add_argument("--solutions", type=Path, help="solutions folder (default: the course's)")
+    parser.add_argument("--solutions", metavar="FOLDER or 01,02",
+                        help="the solutions folder (default: the course's); with --release, "
+                        "the lessons whose solutions are released: the package's answers to "
+                        "their exercises ship (the others are withheld; a later release keeps "
+                        "what an earlier one released)")
     parser.add_argument("--exercises", type=Path, help="exercises folder (default: the course's)")
     parser.add_argument("--no-key", action="store_true",
                         help="do not bring the answer key (.answer-key/) up to date")
@@ -165,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except FileNotFoundError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
-        problems = release(root, args.release, args.lessons)
+        problems = release(root, args.release, args.lessons, args.solutions)
         for problem in problems:
             print(f"error: {problem}", file=sys.stderr)
         return 2 if problems else 0
@@ -174,7 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FileNotFoundError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    solutions = args.solutions or root / "solutions"
+    solutions = Path(args.solutions) if args.solutions else root / "solutions"
     exercises = args.exercises or root / "exercises"
     if not solutions.is_dir():
         print(f"error: {solutions} is not a folder", file=sys.stderr)

@@ -24,6 +24,12 @@ that a hard-coded answer cannot anticipate).
 >>> print(strip_solutions("x = 1\\n### BEGIN SOLUTION\\ny = 2\\n### END SOLUTION", "00.1"))
 x = 1
 raise NotImplementedError("Exercise 00.1: your code here")
+
+A BEGIN marker may name the exercises its region answers: ``### BEGIN SOLUTION 01.1`` (several:
+``### BEGIN SOLUTION 02.2 02.5``). In a solution cell the names are optional (the cell's
+``grading.id`` says it) and must include the cell's id; in the package (``src/course_utils``)
+they are required: a release withholds the region until those exercises' lessons have their
+solutions released (``answers_in_package.py``).
 """
 
 from __future__ import annotations
@@ -37,6 +43,10 @@ from nbformat import NotebookNode
 
 BEGIN = "### BEGIN SOLUTION"
 END = "### END SOLUTION"
+#: An exercise id as a marker names it: ``01.1``, ``14.1``.
+EXERCISE_ID = r"\d\d\.\d+"
+#: ``### BEGIN SOLUTION``, optionally followed by the exercise ids the region answers.
+BEGIN_LINE = re.compile(rf"^{BEGIN}((?:[ ,]+{EXERCISE_ID})*)$")
 SOLUTION_TAG = "solution"
 CHECK_TAG = "check"
 HIDDEN_TAG = "hidden"
@@ -142,27 +152,39 @@ def solution_regions(source: str) -> list[tuple[int, int]]:
     >>> solution_regions("a\\n  ### BEGIN SOLUTION\\n  b\\n  ### END SOLUTION")
     [(1, 3)]
     """
-    regions: list[tuple[int, int]] = []
+    return [(begin, end) for begin, end, _ in marked_regions(source)]
+
+
+def marked_regions(source: str) -> list[tuple[int, int, tuple[str, ...]]]:
+    """:func:`solution_regions` with the exercise ids each BEGIN marker names (``()``: none).
+
+    >>> marked_regions("def f():\\n    ### BEGIN SOLUTION 02.2 02.5\\n    ### END SOLUTION")
+    [(1, 2, ('02.2', '02.5'))]
+    """
+    regions: list[tuple[int, int, tuple[str, ...]]] = []
     begin: int | None = None
+    ids: tuple[str, ...] = ()
     for n, line in enumerate(source.splitlines()):
         text = line.strip()
-        if text == BEGIN:
+        begin_line = BEGIN_LINE.match(text)
+        if begin_line:
             if begin is not None:
                 raise ValueError(
                     f"line {n + 1}: {BEGIN} inside the region opened on line {begin + 1}; "
                     f"close that one with {END} first"
                 )
             begin = n
+            ids = tuple(re.findall(EXERCISE_ID, begin_line[1]))
         elif text == END:
             if begin is None:
                 raise ValueError(f"line {n + 1}: {END} without a {BEGIN} before it")
-            regions.append((begin, n))
+            regions.append((begin, n, ids))
             begin = None
         elif text.startswith("#") and ("BEGIN SOLUTION" in text or "END SOLUTION" in text):
             # A near-miss such as "## BEGIN SOLUTION" would leave the answer in the exercise.
             raise ValueError(
                 f"line {n + 1}: {text!r} looks like a marker but is not exactly {BEGIN!r} "
-                f"or {END!r}"
+                f"(optionally followed by exercise ids, {BEGIN + ' 01.1'!r}) or {END!r}"
             )
     if begin is not None:
         raise ValueError(f"line {begin + 1}: {BEGIN} is never closed by {END}")
@@ -232,12 +254,17 @@ def validate(nb: NotebookNode, name: str, *, stubs: bool = False) -> None:
             problem(i, "is tagged both 'solution' and 'check'; split it into two cells")
             continue
         try:
-            regions = solution_regions(cell.source)
+            marked = marked_regions(cell.source)
+            regions = [(begin, end) for begin, end, _ in marked]
             unbalanced = False
         except ValueError as e:
             problem(i, f"unbalanced solution markers: {e}")
-            regions, unbalanced = [], True
+            marked, regions, unbalanced = [], [], True
         ex = exercise_id(cell)
+        for _, _, named in marked:
+            if named and ex not in named:
+                problem(i, f"a marker names {' '.join(named)} but the cell is exercise {ex}; "
+                        f"name {ex} or nothing")
         if ex and number and (is_solution(cell) or is_check(cell)) \
                 and not ex.startswith(number[1] + "."):
             problem(i, f"has exercise id {ex!r}; in this notebook ids start with {number[1]}.")

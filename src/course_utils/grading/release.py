@@ -10,6 +10,16 @@ package and the set-up files. No ``solutions/``, no ``tests/`` (the shortcut fix
 answers). Its README is the course's, with every link to a file the release lacks turned into
 plain text and a first section saying what the release holds and how grading works in it.
 
+The package's own answers to exercises (code marked ``### BEGIN SOLUTION NN.k`` in
+``src/course_utils``: lesson 01's engine, the passes lesson 03 asks for, ...) are withheld: each
+region becomes a line raising ``AnswerWithheld`` that names the exercise and the learner's own
+answer, until the instructor releases that lesson's solutions::
+
+    course-build-exercises --release ../class --lessons 02 --solutions 01   # 01 has closed
+
+The manifest records the lessons whose solutions are out, so a later release keeps them out
+(``answers_in_package.py``; CONTRIBUTING.md, "Answers in the package").
+
 The folder is a git repository with one commit per release, so an instructor pushes it where
 learners pull from (an nbgitpuller link, ``git clone``). Releasing again into the same folder keeps
 the lessons released before, adds the new ones, and commits only if something changed; a file a
@@ -27,6 +37,7 @@ from pathlib import Path
 
 import nbformat
 
+from course_utils.grading import answers_in_package
 from course_utils.grading.build import RELEASE_CHECKS
 from course_utils.grading.format import is_hidden
 
@@ -80,12 +91,48 @@ def parse_lessons(text: str | None, available: Iterable[str]) -> list[str]:
     return sorted(wanted)
 
 
-def previous_lessons(target: Path) -> list[str]:
-    """The lessons an earlier release wrote to ``target`` (empty for a new folder)."""
+def previous_lessons(target: Path, key: str = "lessons") -> list[str]:
+    """The lessons an earlier release wrote to ``target`` (empty for a new folder); with
+    ``key="solutions"``, the lessons whose solutions it released."""
     manifest = target / MANIFEST
     if not manifest.is_file():
         return []
-    return list(json.loads(manifest.read_text(encoding="utf-8")).get("lessons", []))
+    return list(json.loads(manifest.read_text(encoding="utf-8")).get(key, []))
+
+
+def parse_solutions(text: str | None, available: Iterable[str]) -> list[str]:
+    """``--solutions "01,2"`` -> the lesson numbers ``["01", "02"]`` whose answers in the
+    package a release may ship. Raises ReleaseError naming a number that matches no lesson.
+
+    >>> parse_solutions("1, 03", ["00_setup", "01_a", "03_c"])
+    ['01', '03']
+    """
+    numbers = {stem.split("_", 1)[0] for stem in available}
+    wanted = set()
+    for part in filter(None, (p.strip() for p in (text or "").split(","))):
+        number = part.zfill(2) if part.isdigit() else part.split("_", 1)[0]
+        if number not in numbers:
+            raise ReleaseError(f"--solutions: no lesson {part!r}; the lessons are "
+                               f"{', '.join(sorted(numbers))}")
+        wanted.add(number)
+    return sorted(wanted)
+
+
+def withhold_answers(target: Path, stems: list[str], solutions: list[str]) -> list[str]:
+    """Strip from the release's package every answer to an exercise of a lesson not in
+    ``solutions``; return one line per withheld function (``course_utils.engine.topo_order
+    (01.1)``)."""
+    by_number = {stem.split("_", 1)[0]: stem for stem in stems}
+
+    def where(exercise: str) -> str:
+        stem = by_number.get(exercise.split(".", 1)[0])
+        return f"exercises/{stem}.ipynb, exercise {exercise}" if stem else f"exercise {exercise}"
+
+    every = {ex for answer in answers_in_package.scan(target / "src")
+             for ex in answer.exercises}
+    withheld = {ex for ex in every if ex.split(".", 1)[0] not in solutions}
+    done = answers_in_package.strip_package(target / "src", withheld, where)
+    return [f"{a.dotted} ({' '.join(a.exercises)})" for a in done]
 
 
 _LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)")
@@ -161,15 +208,20 @@ def _empty_or_release(target: Path) -> None:
 
 
 def write_release(root: Path, target: Path, wanted: dict[Path, bytes],
-                  lessons_arg: str | None = None, commit: bool = True) -> str:
+                  lessons_arg: str | None = None, commit: bool = True,
+                  solutions_arg: str | None = None) -> str:
     """Write or update the release in ``target``; return a one-line summary.
 
     ``wanted``: {exercises/<name>: bytes} as ``build.plan`` makes them, for every lesson.
-    ``lessons_arg``: ``--lessons`` as given (``None``: every lesson). Raises ReleaseError.
+    ``lessons_arg``: ``--lessons`` as given (``None``: every lesson). ``solutions_arg``:
+    ``--solutions`` as given, the lessons whose answers in the package the release ships (added
+    to those an earlier release shipped). Raises ReleaseError.
     """
     _empty_or_release(target)
     available = [p.stem for p in wanted]
     lessons = sorted(set(previous_lessons(target)) | set(parse_lessons(lessons_arg, available)))
+    solutions = sorted(set(previous_lessons(target, "solutions"))
+                       | set(parse_solutions(solutions_arg, available)))
     missing = [s for s in lessons if s not in available]
     if missing:
         raise ReleaseError(f"{', '.join(missing)}: released before but not in solutions/ now")
@@ -183,6 +235,10 @@ def write_release(root: Path, target: Path, wanted: dict[Path, bytes],
         elif path.exists():
             path.unlink()
     copy_items(root, target, ITEMS)
+    try:
+        withheld = withhold_answers(target, available, solutions)
+    except ValueError as e:  # a marker the package scan refuses
+        raise ReleaseError(str(e)) from None
     for folder in ("notebooks", "exercises", RELEASE_CHECKS):
         (target / folder).mkdir()
     by_stem = {p.stem: data for p, data in wanted.items()}
@@ -200,9 +256,13 @@ def write_release(root: Path, target: Path, wanted: dict[Path, bytes],
     readme = release_readme((root / "README.md").read_text(encoding="utf-8"), lessons,
                             lambda rel: (target / rel).exists())
     (target / "README.md").write_text(readme, encoding="utf-8")
-    (target / MANIFEST).write_text(json.dumps({"lessons": lessons}, indent=1) + "\n",
-                                   encoding="utf-8")
+    (target / MANIFEST).write_text(
+        json.dumps({"lessons": lessons, "solutions": solutions}, indent=1) + "\n",
+        encoding="utf-8")
     numbers = ", ".join(s.split("_", 1)[0] for s in lessons)
+    if withheld:
+        numbers += (f" (the package's answers to {len(withheld)} function(s) withheld until "
+                    "their lessons' solutions: --solutions NN)")
     if not commit:
         return f"wrote {target}: lessons {numbers}"
     _git(target, "add", "--all")

@@ -54,6 +54,7 @@ def prune(graph: Graph, outputs: list[Node], fed: Iterable[str] = ()) -> Graph:
 
     NB: TensorFlow's ``Session.run`` prunes the same way before Grappler optimizes the rest.
     """
+    ### ALSO ANSWERS 03.2: every Session prunes with it, from lesson 01 on, so releases keep it
     fed = set(fed)
     needed, stack = set(), list(outputs)
     while stack:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from ...withheld import AnswerWithheld
 from .. import session
 from ..graph import Graph, Node, expect_graph
 from .cse import eliminate_common_subexpressions
@@ -58,7 +59,10 @@ def optimize(graph: Graph, fetches: Sequence[Node | str] | Node | str | None = N
     for _ in range(MAX_ROUNDS):
         before = structure(graph)
         for rewrite in REWRITES:
-            graph = rewrite(graph)
+            try:
+                graph = rewrite(graph)
+            except AnswerWithheld:  # a learner's release before lesson 03's solutions: the
+                continue  # pass is exercise 03.1's or 03.2's answer; results stay equal without it
         if structure(graph) == before:
             break
     return fuse_elementwise(graph)

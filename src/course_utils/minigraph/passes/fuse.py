@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ...withheld import AnswerWithheld
 from .. import shapes as S
 from ..attrs import instance_of
 from ..codegen import compile_program
@@ -215,7 +216,10 @@ def fuse_elementwise(graph: Graph) -> Graph:
         env[n.name] = new.add_node("fused", tuple(env[x.name] for x in inputs),
                                    {"program": program}, name=n.name, source=n.source)
     new.outputs = [env[n.name] for n in graph.outputs]
-    return eliminate_dead_code(new)  # constants copied into programs may be unused now
+    try:
+        return eliminate_dead_code(new)  # constants copied into programs may be unused now
+    except AnswerWithheld:  # a release before lesson 03's solutions withholds exercise 03.2
+        return new
 
 
 def _program(group: list[Node]) -> tuple[list[Node], Program]:
