@@ -34,6 +34,7 @@ import nbformat
 import nbformat.v4 as v4
 import psutil
 import pytest
+from grader_copy import grader_copy
 from machine_speed import slowness
 
 from course_utils.grading import checks, grade, sandbox
@@ -460,9 +461,21 @@ SANDBOX_ONLY: dict[str, Attack] = {
             os._exit(0)
         """) + WRONG, 0, None, ""),
 }
-PTH = Path(site.getsitepackages()[0]) / f"zz_{MARK}.pth"
-PYC = GRADER / "__pycache__" / f"zz_{MARK}.cpython-311.pyc"
-SITECUSTOMIZE = GRADER.parents[1] / "sitecustomize.py"  # src/, where the editable install points
+#: The grader without the sandbox runs from a copy of the package (tests/grader_copy.py), and
+#: start-up hooks are planted in that copy's folder (on its sys.path, as src/ is through the
+#: editable install) and in a site folder of its own (its PYTHONUSERBASE), not in the
+#: checkout's src/ and the virtualenv's site-packages, which every Python of the course shares:
+#: a course guard of another grader running meanwhile (the other pytest worker's
+#: test_grading_grade.py, another test run) watches those too, took a hook planted there for
+#: its own learner's doing, scoring them 'tampered', and deleted it before this grader's guard
+#: could report it. The guard watches every site and sys.path folder alike
+#: (test_the_guard_watches_the_shared_site_and_sys_path_folders).
+HOOKS = Path(tempfile.gettempdir()) / f"{MARK}-hooks"
+USER_SITE = (HOOKS / "user" / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
+             / "site-packages")
+PTH = USER_SITE / f"zz_{MARK}.pth"
+PYC = HOOKS / "src" / "course_utils" / "grading" / "__pycache__" / f"zz_{MARK}.cpython-311.pyc"
+SITECUSTOMIZE = HOOKS / "src" / "sitecustomize.py"
 #: What only the sandbox prevents, caught and undone without it (the course guard, the
 #: supervisor's watch). Graded against a copy of the solutions (SOLUTIONS_COPY).
 NO_SANDBOX_ONLY: dict[str, Attack] = {
@@ -518,17 +531,18 @@ def kill_what_attacks_start():
             p.kill()
     for path in (Path.home() / MARK, PTH, PYC):
         path.unlink(missing_ok=True)
-    if SITECUSTOMIZE.is_file() and SITECUSTOMIZE.read_text() == "import os\n":
-        SITECUSTOMIZE.unlink()
+    shutil.rmtree(HOOKS, ignore_errors=True)
 
 
-def grade_folder(folder: Path, solutions: Path, *args: str, watch_memory: bool = False
+def grade_folder(folder: Path, solutions: Path, *args: str, watch_memory: bool = False,
+                 env: dict[str, str] | None = None
                  ) -> tuple[dict, subprocess.CompletedProcess, int]:
     """Run course-grade on ``folder`` (JSON out); the reports by learner, the run, peak RSS."""
     command = [sys.executable, "-m", "course_utils.grading.grade", str(folder), "--solutions",
                str(solutions), "--json", "--timeout", f"{20 * SLOW:.0f}", *args]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, cwd=ROOT, env={**os.environ, SECRET[0]: SECRET[1]})
+                               text=True, cwd=ROOT,
+                               env={**os.environ, SECRET[0]: SECRET[1], **(env or {})})
     peak = [0]
 
     def watch() -> None:
@@ -644,14 +658,14 @@ def common_assertions(reports: dict, done, csv_path: Path, feedback: Path,
     assert marked() == [], "processes an attack started survived the grading"
 
 
-def run_class(tmp_path: Path, attacks: dict, solutions: Path, *args: str
-              ) -> tuple[dict, object, Path, Path, int]:
+def run_class(tmp_path: Path, attacks: dict, solutions: Path, *args: str,
+              env: dict[str, str] | None = None) -> tuple[dict, object, Path, Path, int]:
     folder, csv_path, feedback = tmp_path / "subs", tmp_path / "grades.csv", tmp_path / "fb"
     build(folder, attacks, {"CSV_PATH": str(csv_path), "SOLUTIONS_COPY": str(solutions)})
     t0 = time.monotonic()
     reports, done, peak = grade_folder(folder, solutions, "--csv", str(csv_path), "--jobs", "2",
                                        "--memory", "2", "--disk", "0.25", "--feedback",
-                                       str(feedback), *args, watch_memory=True)
+                                       str(feedback), *args, watch_memory=True, env=env)
     assert time.monotonic() - t0 < 420 * SLOW, "an attack stretched grading past its budget"
     return reports, done, csv_path, feedback, peak
 
@@ -730,14 +744,26 @@ def test_the_attacks_that_need_no_sandbox_are_held_without_it(tmp_path):
     attacks = {**{k: ATTACKS[k] for k in keep}, **NO_SANDBOX_ONLY}
     if os.getuid() == 0:  # root may write to any process's /proc/<pid>/fd: only bwrap stops it
         attacks.pop("proc-fd-table")
+    USER_SITE.mkdir(parents=True)
+    hooks = {**grader_copy(HOOKS / "src"), "PYTHONUSERBASE": str(HOOKS / "user")}
+    PYC.parent.mkdir()
     reports, done, csv_path, feedback, _ = run_class(tmp_path, attacks, solutions,
-                                                     "--no-sandbox", "--trust-submissions")
+                                                     "--no-sandbox", "--trust-submissions",
+                                                     env=hooks)
     common_assertions(reports, done, csv_path, feedback, attacks)
     assert done.stderr.count("warning: grading is not isolated (--no-sandbox)") == 1
     assert (solutions / "99_fixture.ipynb").read_bytes() == before, "the checks are put back"
     assert not PTH.exists() and not PYC.exists() and not SITECUSTOMIZE.exists(), \
         "planted start-up and compiled files deleted"
     assert [e["status"] for e in reports["rewrite-checks"]["exercises"]] == ["tampered"] * 2
+
+
+def test_the_guard_watches_the_shared_site_and_sys_path_folders():
+    """Where a planted start-up hook would run in every later Python of the course: the
+    virtualenv's site-packages and src/ (on sys.path through the editable install)."""
+    folders = grade._site_folders()
+    assert Path(site.getsitepackages()[0]) in folders
+    assert GRADER.parents[1] in folders
 
 
 def test_sandboxed_grading_works_as_an_unprivileged_user(tmp_path, request):
