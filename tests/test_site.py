@@ -167,21 +167,30 @@ CANCELLED = "net::ERR_ABORTED"
 class Visitor:
     """Opens pages one after another in one tab and records, per page, what its requests did.
 
-    Every request belongs to the visit during which it *started* (a request the language switch's
-    page makes belongs to no visit: that page is checked on its own visit). A request that fails
-    with ``net::ERR_ABORTED`` after its visit is done was cancelled by the test navigating on, not
-    broken: it goes to ``cancelled``. Any other failure, or any failure while the page is still
-    being read, is the page's (``failed``).
+    Every request belongs to the document that made it: a visit owns the requests that start
+    after its page's document has committed (the main frame navigated to it), so what the page
+    left before (the language switch's page, still loading MathJax's fonts or lazy images while
+    the test moves on) belongs to no visit: that page is checked on its own visit. A request that
+    fails with ``net::ERR_ABORTED`` after its visit is done was cancelled by the test navigating
+    on, not broken: it goes to ``cancelled``. Any other failure, or any failure while the page is
+    still being read, is the page's (``failed``).
     """
 
     def __init__(self, page, base: str):
         self.page, self.base = page, base
         self.current: Visit | None = None
+        self.arriving: tuple[str, Visit] | None = None  # (url, visit) until its document commits
         self.owner: dict = {}  # request -> the visit it started in
+        page.on("framenavigated", self._navigated)
         page.on("request", self._request)
         page.on("requestfailed", self._failed)
         page.on("requestfinished", lambda request: self.owner.pop(request, None))
         page.on("response", self._response)
+
+    def _navigated(self, frame) -> None:
+        if self.arriving and frame == self.page.main_frame and \
+                frame.url.split("#")[0] == self.arriving[0]:
+            self.current, self.arriving = self.arriving[1], None
 
     def _request(self, request) -> None:
         if self.current is None:
@@ -209,8 +218,9 @@ class Visitor:
     def visit(self, name: str, switch: bool = True) -> Visit:
         """Open ``name``, wait for what the checks read, read it; then click its language switch."""
         visit = Visit()
-        self.current = visit
+        self.current, self.arriving = None, (self.base + name, visit)
         response = self.page.goto(self.base + name, wait_until="load", timeout=60_000)
+        assert self.current is visit, f"{name}: the page's document never committed"
         visit.status = response.status if response else 0
         state = self.page.evaluate(_PAGE_STATE)
         visit.images, visit.broken_images = state["images"], state["broken"]
