@@ -42,7 +42,9 @@ from test_browser import (  # noqa: E402
     CHROMIUM,
     CHROMIUM_FLAGS,
     accept_kernel_dialog,
+    answered,
     solution_source,
+    wait_for_file,
 )
 
 
@@ -160,8 +162,9 @@ def _learner_pulls(browser, base: str, name: str, link: str, shots: Path):
     return context, page
 
 
-def _answer(page, base: str, name: str, source: str, shots: Path) -> None:
-    """Open the exercise notebook, write ``source`` into exercise 01.1's cell, save."""
+def _answer(page, base: str, name: str, source: str, shots: Path, homes: Path) -> None:
+    """Open the exercise notebook, write ``source`` into exercise 01.1's cell, save, and wait
+    until the saved notebook on disk holds it."""
     page.goto(f"{base}/user/{name}/lab/tree/graph-course/exercises/{LESSON}.ipynb?reset")
     stub = page.locator(f"{PANEL} .jp-CodeCell", has_text="Exercise 01.1").first
     stub.wait_for(timeout=60_000)
@@ -171,7 +174,8 @@ def _answer(page, base: str, name: str, source: str, shots: Path) -> None:
     page.keyboard.insert_text(source)
     page.keyboard.press("Escape")
     page.keyboard.press("Control+S")
-    page.wait_for_timeout(1500)
+    wait_for_file(homes / name / "graph-course" / "exercises" / f"{LESSON}.ipynb",
+                  answered("01.1", source), f"{name}'s answer was not saved")
     page.screenshot(path=shots / f"hub-{name}-2-answered.png")
 
 
@@ -204,7 +208,7 @@ def test_a_class_on_jupyterhub(tmp_path):
 
             # She answers 01.1 and grades it in her server, with the shared environment's
             # course-grade (the first on her PATH).
-            _answer(page, base, "ada", answer, shots)
+            _answer(page, base, "ada", answer, shots, homes)
             grader = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
                 "!which course-grade\n"
                 f"!cd graph-course && course-grade exercises/{LESSON}.ipynb")])
@@ -233,7 +237,7 @@ def test_a_class_on_jupyterhub(tmp_path):
             # Grace: the same link; her answer ignores the order of the inputs.
             context, page = _learner_pulls(browser, base, "grace", link, shots)
             _answer(page, base, "grace", "def topo_order(outputs):\n"
-                    "    return list(outputs)", shots)
+                    "    return list(outputs)", shots, homes)
             context.close()
         finally:
             browser.close()
