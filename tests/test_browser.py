@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -33,7 +34,9 @@ pytestmark = [
     pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (/usr/bin/chromium)"),
 ]
 
-# Served by JupyterLab (so not a hidden folder), ignored by git, removed afterwards.
+# Served by JupyterLab (so not a hidden folder), ignored by git, removed afterwards. Each run
+# works in a folder of its own inside it: two runs at once in one checkout, or what a run
+# killed midway left there, must not share or clash over a notebook.
 SCRATCH = ROOT / "browser-test-scratch"
 PANEL = ".jp-NotebookPanel:not(.lm-mod-hidden)"  # the notebook tab on show
 
@@ -69,8 +72,11 @@ def page(lab, tmp_path_factory):
 @pytest.fixture(scope="module", autouse=True)
 def scratch():
     SCRATCH.mkdir(exist_ok=True)
-    yield SCRATCH
-    shutil.rmtree(SCRATCH, ignore_errors=True)
+    mine = Path(tempfile.mkdtemp(prefix="run-", dir=SCRATCH))
+    yield mine
+    shutil.rmtree(mine, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        SCRATCH.rmdir()  # unless another run is still using it
 
 
 def open_notebook(page, lab, path: str, timeout: float = 60.0) -> None:
