@@ -12,6 +12,7 @@ twice gives identical bytes.
     course-build-exercises --release DIR --lessons 03 --solutions 01,02   # and the package's
                                             # answers to 01's and 02's exercises (release.py)
     course-build-exercises --gradescope DIR --lessons 01   # a Gradescope bundle (gradescope.py)
+    course-build-exercises --gradescope DIR --lessons 01 --allow-unsandboxed  # (see there)
 
 Writing ``exercises/`` also brings the answer key up to date (``key.py``): for each solutions
 notebook with probe-and-verdict checks, the expected values reported by running it in a clean
@@ -159,12 +160,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--gradescope", type=Path, metavar="DIR",
                         help="write a Gradescope autograder bundle (setup.sh, run_autograder) "
                         "to DIR, a new folder, and DIR.zip")
+    parser.add_argument("--allow-unsandboxed", action="store_true",
+                        help="with --gradescope: where bubblewrap cannot start in Gradescope's "
+                        "container, grade without the sandbox (every result says so) instead "
+                        "of refusing")
     args = parser.parse_args(argv)
     if args.gradescope:
         from course_utils.grading.gradescope import build_bundle
         try:
-            print(build_bundle(find_course_root(), args.gradescope, args.lessons))
-        except (FileNotFoundError, ValueError) as e:
+            print(build_bundle(find_course_root(), args.gradescope, args.lessons,
+                               allow_unsandboxed=args.allow_unsandboxed))
+        except (FileNotFoundError, ValueError, RuntimeError) as e:  # RuntimeError: the key
             print(f"error: {e}", file=sys.stderr)
             return 2
         return 0
