@@ -148,22 +148,30 @@ def test_a_canvas_class_is_graded_into_the_expected_gradebook_and_resumes(tmp_pa
         (ROOT / "solutions" / "01_computation_graphs.ipynb").read_bytes())
     nbformat.write(_answered("00_setup.ipynb", {}), subs / "turingalan_104_9020_00_setup.ipynb")
     out, grades = tmp_path / "canvas.csv", tmp_path / "grades.csv"
+    columns = tmp_path / "columns.csv"
+    columns.write_text("lesson,assignment\n00,Lesson 0: set-up (4700)\n"
+                       "01,Lesson 1: computation graphs (4711)\n", encoding="utf-8")
     options = ["--roster", str(FIXTURES / "roster.csv"), "--canvas", str(out),
-               "--csv", str(grades), "--jobs", "2", "--sandbox"]
+               "--csv", str(grades), "--jobs", "2", "--sandbox", "--allow-off-roster",
+               "--canvas-columns", str(columns)]
 
     done = _grade(str(subs), *options)
     assert done.returncode == 1, done.stderr  # not everyone passed
-    assert f"babbagecharles handed in 00_setup 2 times: grading {newer} (the newest), " \
+    assert f"babbagecharles_102 handed in 00_setup 2 times: grading {newer} (the newest), " \
         f"not {older}" in done.stderr
-    assert "turingalan is not on the roster" in done.stderr
+    assert "turingalan_104 is not on the roster" in done.stderr
     possible_01 = sum(exercises(nbformat.read(ROOT / "solutions" / "01_computation_graphs.ipynb",
                                               as_version=4)).values())
     expected = [[cell.replace("{01_computation_graphs}", f"{possible_01:g}") for cell in row]
                 for row in _rows(FIXTURES / "canvas_expected.csv")]
     assert _rows(out) == expected
     rows = _dicts(grades)
-    assert {r["path"] for r in rows if r["learner"] == "babbagecharles"} == {str(newer)}
-    assert len({r["path"] for r in rows}) == 4, "one notebook per student and lesson"
+    assert {r["path"] for r in rows if r["learner"] == "babbagecharles_102"} == {str(newer), ""}
+    assert len({r["path"] for r in rows if r["path"]}) == 4, "one notebook per student, lesson"
+    missing = {(r["learner"], r["notebook"]) for r in rows if r["status"] == "missing"}
+    assert missing == {("babbagecharles_102", "01_computation_graphs.ipynb"),
+                       ("hoppergrace", "00_setup.ipynb"),
+                       ("hoppergrace", "01_computation_graphs.ipynb")}, missing
 
     # An interrupted run: the progress file holds what was done; --resume grades the rest only.
     progress = tmp_path / "grades.progress.jsonl"
@@ -177,3 +185,131 @@ def test_a_canvas_class_is_graded_into_the_expected_gradebook_and_resumes(tmp_pa
     assert len(graded) == 1 and "turingalan" in graded[0], again.stderr
     assert _rows(out) == expected
     assert len(_dicts(grades)) == len(rows)
+
+
+# --- who is who: the LMS user id, the roster's folder or file, missing work, Canvas' columns -----
+
+
+def _class_run(folder: Path, roster: list | None = None, **options) -> classroom.ClassRun:
+    """The class run course-grade would make of ``folder`` (nothing graded)."""
+    from course_utils.grading.grade import collect
+
+    todo = collect([folder], ROOT / "solutions")
+    return classroom.ClassRun(todo, ROOT / "solutions", roster=roster, folders=[folder],
+                              warn=lambda text: None, **options)
+
+
+def _touch(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes((ROOT / "exercises" / "00_setup.ipynb").read_bytes())
+    return path
+
+
+def _roster(tmp_path: Path, text: str) -> list:
+    (tmp_path / "roster.csv").write_text(text, encoding="utf-8")
+    return read_roster(tmp_path / "roster.csv")
+
+
+def test_a_roster_folder_names_the_learners_file_or_folder(tmp_path):
+    subs = tmp_path / "subs"
+    _touch(subs / "ola.ipynb")
+    _touch(subs / "kari" / "00_setup.ipynb")
+    roster = _roster(tmp_path, "student_id,name,folder\n1,Ola,ola.ipynb\n2,Kari,kari/\n")
+    run = _class_run(subs, roster)
+    assert {learner: s.student_id for learner, s in run.student_of.items()} == \
+        {"ola": "1", "kari": "2"}
+
+
+def test_canvas_files_are_grouped_by_user_id_not_by_name(tmp_path):
+    download = tmp_path / "download"
+    first = _touch(download / "smithjohn_201_9001_00_setup.ipynb")
+    second = _touch(download / "smithjohn_202_9002_00_setup.ipynb")  # another John Smith
+    run = _class_run(download)
+    assert sorted((str(p), learner) for p, learner, _ in run.todo) == \
+        [(str(first), "smithjohn_201"), (str(second), "smithjohn_202")]
+    roster = _roster(tmp_path, "Student,ID,SIS User ID,SIS Login ID,Section\n"
+                     "\"Smith, John\",201,,,\n\"Smith, John\",202,,,\n")
+    run = _class_run(download, roster)
+    assert {learner: s.student_id for learner, s in run.student_of.items()} == \
+        {"smithjohn_201": "201", "smithjohn_202": "202"}
+
+
+def test_canvas_names_are_read_only_in_a_canvas_download_folder(tmp_path):
+    subs = tmp_path / "subs"
+    planted = _touch(subs / "ada" / "lovelaceada_103_99999_00_setup.ipynb")
+    _touch(subs / "grace" / "00_setup.ipynb")
+    run = _class_run(subs)
+    assert planted not in run.canvas
+    assert {learner for _, learner, _ in run.todo} == {"ada", "grace"}
+    mixed = tmp_path / "mixed"  # a Canvas-shaped name beside other files: not a download ...
+    odd = _touch(mixed / "lovelaceada_103_99999_00_setup.ipynb")
+    _touch(mixed / "grace.ipynb")
+    assert odd not in _class_run(mixed).canvas
+    run = _class_run(mixed, canvas_download=True)  # ... unless the instructor says it is one
+    assert run.canvas[odd].user_id == "103"
+
+
+def test_a_notebook_of_a_learner_off_the_roster_is_an_error_naming_it(tmp_path):
+    subs = tmp_path / "subs"
+    _touch(subs / "ola.ipynb")
+    stranger = _touch(subs / "mallory.ipynb")
+    roster = _roster(tmp_path, "student_id,folder\n1,ola\n")
+    with pytest.raises(ValueError, match=f"not on the roster: mallory \\({stranger}\\)"):
+        _class_run(subs, roster)
+    run = _class_run(subs, roster, off_roster=True)
+    assert "mallory" not in run.student_of
+    # From the command line: exit 2 before anything is graded, the file named.
+    done = _grade(str(subs), "--roster", str(tmp_path / "roster.csv"), "--canvas",
+                  str(tmp_path / "canvas.csv"))
+    assert done.returncode == 2 and str(stranger) in done.stderr, done.stderr
+    assert "grading " not in done.stderr
+
+
+def _report(learner: str, lesson: str, points: float) -> classroom.NotebookReport:
+    possible = exercises(nbformat.read(ROOT / "solutions" / f"{lesson}.ipynb", as_version=4))
+    first = next(iter(possible))
+    return classroom.NotebookReport(f"subs/{learner}.ipynb", learner, f"{lesson}.ipynb", [
+        classroom.ExerciseResult(ex, points if ex == first else 0, p, "fail")
+        for ex, p in possible.items()])
+
+
+def test_a_roster_student_with_nothing_handed_in_is_missing_not_zero(tmp_path):
+    subs = tmp_path / "subs"
+    _touch(subs / "ola.ipynb")
+    _touch(subs / "kari.ipynb")
+    roster = _roster(tmp_path, "student_id,name,folder\n1,Ola,ola\n2,Kari,kari\n3,Per,per\n")
+    run = _class_run(subs, roster)
+    reports = [_report("ola", "00_setup", 2), _report("kari", "00_setup", 0)]
+    missing = run.missing(reports, ["00_setup"])
+    assert [(r.learner, {e.status for e in r.exercises}) for r in missing] == \
+        [("per", {"missing"})]
+    rows = run.write_canvas(reports + missing, {"00_setup": 5}, tmp_path / "canvas.csv")
+    assert [row[1:2] + row[5:] for row in rows[2:]] == [["1", "2"], ["2", "0"], ["3", "missing"]]
+    run.missing_value = ""
+    assert run.write_canvas(reports + missing, {"00_setup": 5})[4][5] == ""
+
+
+def test_canvas_columns_come_from_a_mapping_or_the_exported_gradebook(tmp_path):
+    lessons = ["00_setup", "01_computation_graphs", "02_static_graphs"]
+    mapping = tmp_path / "columns.csv"
+    mapping.write_text("lesson,assignment\n00,Set-up (4700)\n"
+                       "01_computation_graphs.ipynb,\"Graphs, week 1 (4711)\"\n")
+    assert classroom.read_columns(mapping, lessons, strict=False) == {
+        "00_setup": "Set-up (4700)", "01_computation_graphs": "Graphs, week 1 (4711)"}
+    with pytest.raises(ValueError, match="no Canvas assignment for 02_static_graphs"):
+        classroom.read_columns(mapping, lessons)
+    mapping.write_text("lesson,assignment\n01,Graphs week 1\n")
+    with pytest.raises(ValueError, match="line 2: 'Graphs week 1' is not a Canvas assignment"):
+        classroom.read_columns(mapping, lessons)
+    export = tmp_path / "export.csv"
+    export.write_text("Student,ID,SIS User ID,SIS Login ID,Section,Lesson 0: set-up (4700),"
+                      "Lesson 1 - graphs (4711),Quiz 12 (4799),Current Score\n"
+                      "    Points Possible,,,,,5,20,10,\n")
+    assert classroom.read_columns(export, lessons, strict=False) == {
+        "00_setup": "Lesson 0: set-up (4700)", "01_computation_graphs": "Lesson 1 - graphs (4711)"}
+    subs = tmp_path / "subs"
+    _touch(subs / "ola.ipynb")
+    run = _class_run(subs, _roster(tmp_path, "student_id,folder\n1,ola\n"),
+                     columns=classroom.read_columns(export, lessons, strict=False))
+    rows = run.write_canvas([_report("ola", "00_setup", 2)], {"00_setup": 5})
+    assert rows[0][5:] == ["Lesson 0: set-up (4700)"] and rows[2][5:] == ["2"]

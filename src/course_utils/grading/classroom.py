@@ -5,18 +5,30 @@ one notebook):
 
 - **Roster** (``--roster roster.csv``): one row per student, with a student id (a column named
   ``student_id``, ``id`` or Canvas' ``ID``), optionally a name (``name`` or ``Student``) and the
-  name of their folder or file in the class folder (``folder`` or ``file``). A Canvas gradebook
-  export works as it is: its ``ID`` is the Canvas user id in the downloaded file names.
+  name of their folder or file in the class folder (``folder`` or ``file``: ``ola``, ``ola/``
+  and ``ola.ipynb`` all name ``subs/ola/`` and ``subs/ola.ipynb``). A Canvas gradebook export
+  works as it is: its ``ID`` is the Canvas user id in the downloaded file names. A notebook of
+  a learner who is not on the roster stops the run (exit 2, the file named) unless
+  ``--allow-off-roster``; a student on it who handed in nothing for a lesson is ``missing``.
 - **Canvas' file names**: a submissions download names each file
   ``name_12345_67890_01_computation_graphs.ipynb`` (the student's name, their Canvas user id, the
   file's id, the file name they handed in; ``name_LATE_...`` when late; ``...graphs-1.ipynb`` for
-  a second upload). Such a file is graded against the lesson its own name says, as the learner
-  ``name``; when one learner handed in one lesson several times, the newest (largest file id,
-  then upload number) is graded and the others are named in a warning.
+  a second upload). Such names are read only in a Canvas download folder: a folder given on the
+  command line whose notebooks are all named so, or any folder given with ``--canvas-download``;
+  never in a learner's own folder, where a file so named is just a file. A Canvas file is
+  graded against the lesson its own name says, as the learner ``name_12345``: the user id, not
+  the name, says who it is (two students both called ``smithjohn`` stay two learners). When one
+  learner handed in one lesson several times, the newest (largest file id, then upload number)
+  is graded and the others are named in a warning.
 - **Canvas grades** (``--canvas OUT.csv``): one row per student, one column per lesson (its
-  points), a second row with the points possible (as Canvas' own export has), and 0 for every
-  lesson a student did not hand in. With a roster, every student on it gets a row, in its order;
-  a learner who is not on it is named in a warning and left out.
+  points), a second row with the points possible (as Canvas' own export has), and
+  ``--missing-value`` (default ``missing``) for a lesson a student did not hand in, never a
+  silent 0; the CSV gets a row per exercise of it, status ``missing``. With a roster, every
+  student on it gets a row, in its order. The columns are named as Canvas names its
+  assignments, ``Lesson 01 (4711)``, so that an import fills them instead of creating new ones:
+  from ``--canvas-columns``, a CSV of ``lesson,assignment`` or the gradebook Canvas exported
+  (each lesson's column is the assignment whose name holds its number), or from the roster when
+  it is such an export.
 - **Results as grading goes**: each finished notebook is appended to a progress file next to
   the CSV (``grades.csv`` -> ``grades.progress.jsonl``) and the CSV is rewritten with every
   notebook graded so far, so an interrupted run keeps its work. ``--resume`` reads the progress
@@ -151,7 +163,93 @@ class Student:
     extra: dict[str, str] = field(default_factory=dict)  # Canvas' SIS columns, when given
 
     def identifiers(self) -> set[str]:
-        return {k for k in (self.folder, self.student_id) if k}
+        return {k for k in (folder_key(self.folder), self.student_id) if k}
+
+    def learner(self) -> str:
+        """The learner's name in reports when nothing was handed in."""
+        return folder_key(self.folder) or self.student_id
+
+
+def folder_key(name: str) -> str:
+    """A roster's folder or file name as the learner it names (``course-grade`` calls the
+    learner of ``subs/ola/x.ipynb`` and of ``subs/ola.ipynb`` alike ``ola``).
+
+    >>> folder_key("ola.ipynb"), folder_key("ola/"), folder_key("ola")
+    ('ola', 'ola', 'ola')
+    """
+    name = name.strip().rstrip("/")
+    return name[:-len(".ipynb")] if name.endswith(".ipynb") else name
+
+
+def canvas_learner(found: CanvasName) -> str:
+    """The learner a Canvas file belongs to: its name part and its user id, which decides.
+
+    >>> canvas_learner(parse_canvas_name("smithjohn_104_9_00_setup.ipynb"))
+    'smithjohn_104'
+    """
+    return f"{found.name}_{found.user_id}"
+
+
+# --- Canvas' assignment columns -------------------------------------------------------------------
+
+_ASSIGNMENT = re.compile(r"^(?P<title>.*\S)\s*\((?P<id>\d+)\)$")
+
+
+def read_columns(path: str | Path, lessons: Sequence[str], *, strict: bool = True
+                 ) -> dict[str, str]:
+    """lesson -> Canvas' header of its assignment (``"Lesson 01: graphs (4711)"``), from a CSV
+    of ``lesson,assignment`` rows or a gradebook Canvas exported (its header row read back: a
+    lesson's column is the one assignment whose name holds the lesson's number). ValueError,
+    naming the file, for a mapping row of a lesson the course does not have or a header that is
+    not Canvas' ``Name (id)``, and (``strict``) for a lesson with no column or two."""
+    path = Path(path)
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        rows = [row for row in csv.reader(f) if any(cell.strip() for cell in row)]
+    if not rows:
+        raise ValueError(f"{path}: empty; it needs a header row")
+    header = [h.strip() for h in rows[0]]
+    lower = [h.lower() for h in header]
+    found: dict[str, str] = {}
+    if "lesson" in lower and "assignment" in lower:  # a mapping file
+        at, to = lower.index("lesson"), lower.index("assignment")
+        for line, row in enumerate(rows[1:], start=2):
+            cells = [c.strip() for c in row] + [""] * len(header)
+            lesson = _lesson_named(cells[at], lessons)
+            if lesson is None:
+                raise ValueError(f"{path}, line {line}: no lesson {cells[at]!r} (one of "
+                                 f"{', '.join(lessons)})")
+            if not _ASSIGNMENT.match(cells[to]):
+                raise ValueError(f"{path}, line {line}: {cells[to]!r} is not a Canvas "
+                                 "assignment header such as 'Lesson 01 (4711)': copy it from "
+                                 "the first row of a gradebook Canvas exported")
+            found[lesson] = cells[to]
+    else:  # a gradebook export: each lesson's number in the assignments' names
+        titles = {h: {int(n) for n in re.findall(r"\d+", m["title"])}
+                  for h in header if (m := _ASSIGNMENT.match(h))}
+        for lesson in lessons:
+            number = int(lesson[:2]) if lesson[:2].isdigit() else None
+            hits = [h for h, numbers in titles.items() if number in numbers]
+            if len(hits) == 1:
+                found[lesson] = hits[0]
+            elif len(hits) > 1 and strict:
+                raise ValueError(f"{path}: {len(hits)} assignments could be lesson {lesson} "
+                                 f"({', '.join(hits)}); write a mapping file "
+                                 "(lesson,assignment) and pass it as --canvas-columns")
+    missing = [lesson for lesson in lessons if lesson not in found]
+    if missing and strict:
+        raise ValueError(f"{path}: no Canvas assignment for {', '.join(missing)}; add a row "
+                         "'lesson,assignment' for each")
+    return found
+
+
+def _lesson_named(text: str, lessons: Sequence[str]) -> str | None:
+    """``01``, ``1``, ``01_computation_graphs`` or ``01_computation_graphs.ipynb`` -> the stem."""
+    text = text.strip().removesuffix(".ipynb")
+    for lesson in lessons:
+        if text == lesson or (text.isdigit() and lesson[:2].isdigit()
+                              and int(text) == int(lesson[:2])):
+            return lesson
+    return None
 
 
 _ID_COLUMNS = ("student_id", "id", "student id")
@@ -242,16 +340,24 @@ class ClassRun:
 
     def __init__(self, todo: list[Item], solutions: Path, *, roster: list[Student] | None = None,
                  csv_out: Path | None = None, canvas_out: Path | None = None,
-                 resume: bool = False, warn: Callable[[str], None] | None = None) -> None:
+                 resume: bool = False, warn: Callable[[str], None] | None = None,
+                 folders: Sequence[str | Path] = (), canvas_download: bool = False,
+                 off_roster: bool = False, missing_value: str = "missing",
+                 columns: dict[str, str] | None = None) -> None:
         self.solutions = solutions
         self.roster = roster
         self.csv_out, self.canvas_out = csv_out, canvas_out
         self.warn = warn or (lambda text: print(f"warning: {text}", file=sys.stderr))
+        self.folders = {Path(f).resolve() for f in folders if Path(f).is_dir()}
+        self.canvas_download = canvas_download
+        self.missing_value = missing_value
+        self.columns = dict(columns or {})  # lesson -> Canvas' assignment header
         self.canvas: dict[Path, CanvasName] = {}
         self.lesson_of: dict[Path, str] = {}
         self.student_of: dict[str, Student] = {}  # learner -> roster row
+        self._canvas_folders: dict[Path, bool] = {}
         self.todo = self._dedupe([self._read_name(item) for item in todo])
-        self._match_roster()
+        self._match_roster(off_roster)
         out = csv_out or canvas_out
         self.progress = progress_path(out) if out is not None else None
         self.done: dict[tuple[str, str], NotebookReport] = {}
@@ -267,13 +373,24 @@ class ClassRun:
 
     # -- who handed in what
 
+    def is_canvas_download(self, folder: Path) -> bool:
+        """True for a folder given on the command line that is a Canvas download: named so
+        (``--canvas-download``) or holding only notebooks with Canvas' names."""
+        folder = folder.resolve()
+        if folder not in self._canvas_folders:
+            names = [p.name for p in folder.glob("*.ipynb")] if folder in self.folders else []
+            self._canvas_folders[folder] = folder in self.folders and (self.canvas_download or (
+                bool(names) and all(parse_canvas_name(n) is not None for n in names)))
+        return self._canvas_folders[folder]
+
     def _read_name(self, item: Item) -> Item:
         path, learner, given = item
         found = parse_canvas_name(path.name)
-        if found is not None and (self.solutions / f"{found.lesson}.ipynb").is_file():
+        if found is not None and self.is_canvas_download(path.parent) and \
+                (self.solutions / f"{found.lesson}.ipynb").is_file():
             self.canvas[path] = found
             self.lesson_of[path] = found.lesson
-            return path, found.name, given
+            return path, canvas_learner(found), given
         if (self.solutions / path.name).is_file():
             self.lesson_of[path] = path.stem
         return item
@@ -310,22 +427,62 @@ class ClassRun:
             return self.solutions / f"{self.canvas[path].lesson}.ipynb"
         return None
 
-    def _match_roster(self) -> None:
+    def _match_roster(self, off_roster: bool) -> None:
+        """Each learner's roster row: a Canvas file by its user id, any other by the learner's
+        folder or file name (or student id). A learner not on the roster is an error (ValueError
+        naming the files) unless ``off_roster``: then a warning, and no row in the Canvas file."""
         if self.roster is None:
             return
         by_key = {key: s for s in self.roster for key in s.identifiers()}
-        strangers = set()
+        strangers: dict[str, list[Path]] = {}
         for path, learner, _ in self.todo:
-            keys = [learner]
-            if path in self.canvas:
-                keys += [self.canvas[path].user_id, self.canvas[path].name]
-            student = next((by_key[k] for k in keys if k in by_key), None)
+            key = self.canvas[path].user_id if path in self.canvas else learner
+            student = by_key.get(key)
             if student is None:
-                strangers.add(learner)
+                strangers.setdefault(learner, []).append(path)
             else:
                 self.student_of[learner] = student
+        if strangers and not off_roster:
+            named = "; ".join(f"{learner} ({', '.join(map(str, paths))})"
+                              for learner, paths in sorted(strangers.items()))
+            raise ValueError(f"not on the roster: {named}. Add them to the roster (its folder "
+                             "column names a learner's folder or file), take the files out of "
+                             "the class folder, or pass --allow-off-roster to grade them and "
+                             "leave them out of the Canvas file")
         for learner in sorted(strangers):
             self.warn(f"{learner} is not on the roster: graded, but left out of the Canvas file")
+
+    def missing(self, reports: Sequence[NotebookReport], lessons: Sequence[str]
+                ) -> list[NotebookReport]:
+        """A report for each roster student and lesson with nothing handed in: every exercise
+        ``missing``, 0 points (without a roster: each learner seen, for the lessons others
+        handed in)."""
+        from course_utils.grading.format import exercises
+        from course_utils.grading.grade import _solutions_notebook
+
+        got = {(self._who(r.learner), Path(r.notebook).stem) for r in reports if r.notebook}
+        if self.roster is not None:
+            seen = {s.student_id: learner for learner, s in self.student_of.items()}
+            people = [(s.student_id, seen.get(s.student_id, s.learner())) for s in self.roster]
+        else:
+            people = [(learner, learner) for learner in dict.fromkeys(r.learner for r in reports)]
+        out = []
+        for lesson in lessons:
+            try:
+                possible = exercises(_solutions_notebook(self.solutions / f"{lesson}.ipynb"))
+            except Exception:  # a broken solutions notebook is reported in its rows already
+                possible = {}
+            for who, learner in people:
+                if (who, lesson) not in got:
+                    out.append(NotebookReport("", learner, f"{lesson}.ipynb", [
+                        ExerciseResult(ex, 0, p, "missing", "nothing handed in")
+                        for ex, p in (possible or {"": 0}).items()]))
+        return out
+
+    def _who(self, learner: str) -> str:
+        """The roster's student id of a learner, else the learner."""
+        student = self.student_of.get(learner)
+        return student.student_id if student is not None else learner
 
     # -- results as they come
 
@@ -377,34 +534,35 @@ class ClassRun:
 
     def write_canvas(self, reports: Sequence[NotebookReport], possible: dict[str, float],
                      out: Path | None = None) -> list[list[str]]:
-        """One row per student, one column per lesson (points; 0 when not handed in), a second
-        row with each lesson's points possible. Returns the rows written."""
+        """One row per student, one column per lesson (its points; ``missing_value`` when not
+        handed in), a second row with each lesson's points possible; a lesson's column is
+        named by ``columns`` (Canvas' assignment header) where it has one. Returns the rows."""
         out = out or self.canvas_out
         lessons = sorted({Path(r.notebook).stem for r in reports if r.notebook} | set(possible))
         points: dict[str, dict[str, float]] = {}
         for r in reports:
-            if r.notebook:
+            if r.notebook and any(e.status != "missing" for e in r.exercises):
                 lesson = Path(r.notebook).stem
                 points.setdefault(r.learner, {})[lesson] = r.points
         if self.roster is not None:
             students = self.roster
-            by_student = {}
+            by_student: dict[str, dict[str, float]] = {}
             for learner, student in self.student_of.items():
                 by_student.setdefault(student.student_id, {}).update(points.get(learner, {}))
             rows_for = [(s, by_student.get(s.student_id, {})) for s in students]
         else:
-            ids = {r.learner: c.user_id for p, c in self.canvas.items()
-                   for r in reports if r.path == str(p)}
+            ids = {canvas_learner(c): c.user_id for c in self.canvas.values()}
             rows_for = [(Student(ids.get(learner, ""), learner), got)
                         for learner, got in sorted(points.items())]
-        rows = [list(CANVAS_COLUMNS) + lessons,
+        rows = [list(CANVAS_COLUMNS) + [self.columns.get(x, x) for x in lessons],
                 ["Points Possible", "", "", "", ""] + [_num(possible.get(x, 0)) for x in lessons]]
         for student, got in rows_for:
             rows.append([csv_safe(student.name or student.folder), csv_safe(student.student_id),
                          csv_safe(student.extra.get("SIS User ID", "")),
                          csv_safe(student.extra.get("SIS Login ID", "")),
                          csv_safe(student.extra.get("Section", ""))]
-                        + [_num(got.get(lesson, 0)) for lesson in lessons])
+                        + [_num(got[lesson]) if lesson in got else csv_safe(self.missing_value)
+                           for lesson in lessons])
         if out is not None:
             with open(out, "w", newline="", encoding="utf-8") as f:
                 csv.writer(f).writerows(rows)
@@ -423,10 +581,27 @@ def add_arguments(parser) -> None:
     parser.add_argument("--roster", type=Path, metavar="ROSTER.csv",
                         help="students: a CSV with student_id (or id, or Canvas' ID), name and "
                         "folder (the learner's folder or file in the class folder); a Canvas "
-                        "gradebook export works as it is")
+                        "gradebook export works as it is. A notebook of a learner not on it "
+                        "is an error")
+    parser.add_argument("--allow-off-roster", action="store_true",
+                        help="with --roster: grade notebooks of learners not on it (a warning; "
+                        "no row in the Canvas file) instead of stopping")
     parser.add_argument("--canvas", type=Path, metavar="OUT.csv",
-                        help="write one row per student and one column per lesson (points; 0 "
-                        "for a lesson not handed in), for Canvas' gradebook import")
+                        help="write one row per student and one column per lesson (points; "
+                        "--missing-value for a lesson not handed in), for Canvas' gradebook "
+                        "import")
+    parser.add_argument("--canvas-columns", type=Path, metavar="MAP.csv",
+                        help="name --canvas's columns as Canvas' assignments: a CSV of "
+                        "lesson,assignment ('01,Lesson 01 (4711)') or the gradebook Canvas "
+                        "exported (a lesson's column: the assignment whose name holds its "
+                        "number); default: the roster's, when it is such an export")
+    parser.add_argument("--missing-value", default="missing", metavar="TEXT",
+                        help="what --canvas writes for a lesson not handed in (default: "
+                        "missing; '0' scores it 0, '' leaves Canvas' cell as it is)")
+    parser.add_argument("--canvas-download", action="store_true",
+                        help="read Canvas' file names (name_userid_fileid_lesson.ipynb) in every "
+                        "folder given; by default only in a folder whose notebooks are all "
+                        "named so")
     parser.add_argument("--resume", action="store_true",
                         help="go on with an interrupted run: grade only what the progress file "
                         "next to --csv (or --canvas) does not hold")
@@ -440,8 +615,21 @@ def add_arguments(parser) -> None:
 def start(args, todo: list[Item], solutions: Path) -> ClassRun:
     """The class run ``course-grade`` grades; ValueError for a bad roster or --resume alone."""
     roster = read_roster(args.roster) if args.roster else None
+    lessons = [p.stem for p in sorted(solutions.glob("*.ipynb"))]
+    columns = {}
+    if args.canvas_columns is not None:
+        columns = read_columns(args.canvas_columns, lessons, strict=False)
+    elif args.roster is not None:
+        columns = read_columns(args.roster, lessons, strict=False)
     run = ClassRun(todo, solutions, roster=roster, csv_out=args.csv, canvas_out=args.canvas,
-                   resume=args.resume)
+                   resume=args.resume, folders=args.paths,
+                   canvas_download=args.canvas_download, off_roster=args.allow_off_roster,
+                   missing_value=args.missing_value, columns=columns)
+    named = {run.lesson_of.get(p) or p.stem for p, _, _ in run.todo} & set(lessons)
+    unmapped = sorted(named - set(columns))
+    if args.canvas is not None and args.canvas_columns is not None and unmapped:
+        raise ValueError(f"{args.canvas_columns}: no Canvas assignment for "
+                         f"{', '.join(unmapped)}; add a row 'lesson,assignment' for each")
     if args.resume:
         print(f"resuming: {run.resumed()} of {len(run.todo)} notebook(s) already graded "
               f"({run.progress})", file=sys.stderr)
@@ -460,21 +648,35 @@ def configure(args, jobs: int) -> None:
         args.timeout = stretched
 
 
-def finish(run: ClassRun, args, reports: Sequence[NotebookReport]) -> None:
-    """Write the Canvas file, if asked for."""
-    if args.canvas is None:
-        return
+def finish(run: ClassRun, args, reports: Sequence[NotebookReport]) -> list[NotebookReport]:
+    """After grading: a ``missing`` report for each roster student and lesson graded here with
+    nothing handed in, added to the CSV (rewritten) and the Canvas file; returns every report,
+    the missing ones included."""
     from course_utils.grading.format import exercises
     from course_utils.grading.grade import _solutions_notebook
 
+    lessons = sorted({Path(r.notebook).stem for r in reports if r.notebook})
+    everything = list(reports) + run.missing(reports, lessons)
+    gone = len(everything) - len(reports)
+    if gone:
+        print(f"missing: {gone} notebook(s) of roster students not handed in", file=sys.stderr)
+    if args.csv is not None:
+        write_csv(everything, args.csv)
+    if args.canvas is None:
+        return everything
     possible = {}
-    for lesson in {Path(r.notebook).stem for r in reports if r.notebook}:
+    for lesson in lessons:
         try:
             nb = _solutions_notebook(run.solutions / f"{lesson}.ipynb")
             possible[lesson] = sum(exercises(nb).values())
         except Exception:  # a broken solutions notebook is reported in its rows already
             possible[lesson] = max((r.possible for r in reports
                                     if Path(r.notebook).stem == lesson), default=0)
-    rows = run.write_canvas(reports, possible)
+    for lesson in lessons:
+        if lesson not in run.columns:
+            run.warn(f"the Canvas file's column {lesson} is not one of Canvas' assignments: an "
+                     "import creates a new assignment; map it with --canvas-columns")
+    rows = run.write_canvas(everything, possible)
     print(f"wrote {args.canvas}: {len(rows) - 2} student(s), {len(rows[0]) - 5} lesson(s)",
           file=sys.stderr)
+    return everything
