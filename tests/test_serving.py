@@ -455,7 +455,9 @@ def test_open_loop_latency_explodes_past_capacity_and_counts_the_queue():
     light, heavy = report.result("m", 50), report.result("m", 500)
     # 4 ms of model and a little of the server's own work; a busy machine stretches both.
     assert light.latency(50) < 0.05 * slowness()
-    assert heavy.latency(99) > 0.1 and heavy.latency(99) > 5 * light.latency(99)
+    # Against the light load's median, not its p99: of some 25 requests, p99 is the slowest one,
+    # which a single stall of a busy machine (100 ms) puts level with the queue's.
+    assert heavy.latency(99) > 0.1 and heavy.latency(99) > 5 * light.latency(50)
     # Little's law: in flight = arrival rate x mean latency, many requests past capacity.
     assert heavy.in_flight > 10 > light.in_flight
 
