@@ -8,6 +8,7 @@ issue 25; each test here failed (or would have run forever) before the fix.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -252,3 +253,88 @@ def interpreter_limit():
     from course_utils.minigraph import interpreter
 
     return interpreter.memory_limit()
+
+
+# --- memory: what loading itself takes, measured in a child process (issue 37) --------------------
+
+#: Run in a fresh interpreter: load argv[1] with max_bytes=argv[2], print the outcome; then the
+#: parent prints the loader's peak resident memory (its only child, so nothing else counts).
+LOAD = """
+import sys
+import numpy as np
+import course_utils.minigraph as mg
+try:
+    loaded = mg.load(sys.argv[1], max_bytes=int(sys.argv[2]))
+    value = loaded.graph.nodes[0].attrs["value"]
+    print("loaded", value.dtype.isnative, value.shape, value[[0, len(value) // 2, -1]].tolist(),
+          float(value.sum()))
+except mg.SerializationError as e:
+    print("refused", e)
+"""
+PEAK = """
+import resource, subprocess, sys
+done = subprocess.run([sys.executable, "-c", sys.argv[1], *sys.argv[2:]], capture_output=True,
+                      text=True)
+print(done.stdout.strip() or done.stderr[-2000:])
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)
+"""
+
+
+def peak_of_loading(path: Path, max_bytes: int = serialize.MAX_BYTES) -> tuple[str, int]:
+    """(what ``mg.load`` said, the peak resident bytes of the process that loaded it)."""
+    import subprocess
+
+    src = str(Path(mg.__file__).resolve().parents[2])
+    done = subprocess.run([sys.executable, "-c", PEAK, LOAD, str(path), str(max_bytes)],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": src})
+    *said, peak = done.stdout.strip().splitlines()
+    return "\n".join(said), int(peak)
+
+
+def npz(path: Path, document: bytes, arrays: dict[str, np.ndarray]) -> Path:
+    """A minigraph file written by hand (deflated, as a crafted one would be)."""
+    import io
+    import zipfile
+
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as out:
+        for name, array in {"graph.json": np.frombuffer(document, np.uint8), **arrays}.items():
+            buffer = io.BytesIO()
+            np.lib.format.write_array(buffer, array)
+            out.writestr(f"{name}.npy", buffer.getvalue())
+    return path
+
+
+def test_a_small_file_of_millions_of_json_values_is_refused_before_parsing(tmp_path: Path) -> None:
+    # 40 KB deflated, 20 MB of "[]," (under the 32 MB limit on graph.json): 6.7 million empty
+    # lists, about 600 MB of Python objects; the issue's 64 KB file of them peaked at 1.7 GB.
+    # The values are counted on the bytes first.
+    head = b'{"format": "minigraph", "version": 1, "graph": {"nodes": [], "outputs": []}, '
+    body = b'"structure": [' + b"[]," * (20 * 2**20 // 3) + b"[]]}"
+    path = npz(tmp_path / "lists.npz", head + body, {})
+    assert path.stat().st_size < 64 * 1024
+    said, peak = peak_of_loading(path)
+    assert said.startswith("refused lists.npz: graph.json holds up to 13,981,027 JSON values, "
+                           "more than the 2,500,000"), said  # '[' and ',' each count one
+    assert peak < 300 * 2**20, f"loading took {peak / 2**20:.0f} MB"
+
+
+@pytest.mark.parametrize("order", ["<", ">"])
+def test_a_constant_is_read_into_its_array_not_copied(tmp_path: Path, order: str) -> None:
+    # A 200 MB constant from a 200 KB file (zeros deflate a thousandfold), max_bytes just above
+    # it: before, the data was read as bytes and then copied into the array (twice its size,
+    # the issue's 1 MB file that peaked at 2.1 GB); now it is read into the array. Big-endian
+    # data is swapped to this machine's order, with the values numpy reads.
+    n = 25 * 2**20
+    values = np.zeros(n, np.dtype(f"{order}f8"))
+    values[[0, n // 2, n - 1]] = [1.5, -2.25, 3.0]
+    document = json.dumps({"format": "minigraph", "version": 1, "graph": {"nodes": [
+        {"name": "c", "op": "constant", "inputs": [], "attrs": {"value": {"$array": "array_0"}},
+         "shape": [n], "dtype": "float64", "source": ""}], "outputs": ["c"]}, "structure": 0}
+    ).encode()
+    path = npz(tmp_path / "constant.npz", document, {"array_0": values})
+    assert path.stat().st_size < 2**20
+    said, peak = peak_of_loading(path, max_bytes=n * 8 + 2**20)
+    assert said == f"loaded True {values.shape} [1.5, -2.25, 3.0] {float(values.sum())}", said
+    assert peak < n * 8 + 120 * 2**20, f"loading a {n * 8 / 2**20:.0f} MB constant took " \
+        f"{peak / 2**20:.0f} MB"

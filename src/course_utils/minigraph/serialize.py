@@ -218,8 +218,12 @@ def _encode_structure(tree: Any) -> Any:
 #: shapes, at load time (a size known only at run time counts as 1), and the values held at once,
 #: at run time. Pass ``max_bytes=`` to load a bigger model.
 MAX_BYTES = 1 << 30
-#: The largest graph.json read (a graph of about 100 000 nodes).
-MAX_JSON_BYTES = 64 << 20
+#: The largest graph.json read (a graph of about 100 000 nodes), and the most values it may
+#: hold: each JSON value becomes a Python object of 30 to 60 bytes, so 64 KB of deflated
+#: ``[],[],...`` (20 million empty lists) took 1.6 GB to parse before it was refused (issue 37).
+#: The values are counted on the bytes, before parsing.
+MAX_JSON_BYTES = 32 << 20
+MAX_JSON_VALUES = 2_500_000
 #: How deep values may nest in a file: sub-graphs in sub-graphs, tuples in tuples, outputs.
 MAX_DEPTH = 32
 #: Node names and source lines longer than this are refused or cut (they only label nodes).
@@ -334,12 +338,19 @@ class _Reader:
     # --- the archive: .npy members, read by their headers first ---------------------------------
 
     def document(self) -> dict:
-        raw = self.array(GRAPH_MEMBER, "the graph", limit=MAX_JSON_BYTES)
-        if raw.dtype != np.uint8 or raw.ndim != 1:
-            raise self.error(f"{GRAPH_MEMBER} must be a 1-d uint8 array, got {raw.ndim}-d "
-                             f"{raw.dtype}")
+        data, shape, dtype, _ = self.read(GRAPH_MEMBER, "the graph", limit=MAX_JSON_BYTES)
+        if dtype != np.uint8 or len(shape) != 1:
+            raise self.error(f"{GRAPH_MEMBER} must be a 1-d uint8 array, got {len(shape)}-d "
+                             f"{dtype}")
+        # Every JSON value but the first follows a '[', ',' or ':' (strings' own count too:
+        # more, never fewer).
+        values = 1 + data.count(b"[") + data.count(b",") + data.count(b":")
+        if values > MAX_JSON_VALUES:
+            raise self.error(f"{GRAPH_MEMBER} holds up to {values:,} JSON values, more than the "
+                             f"{MAX_JSON_VALUES:,} a minigraph file may (a graph of 100,000 "
+                             f"nodes needs about 1,900,000); it was not written by mg.save")
         try:
-            doc = json.loads(raw.tobytes().decode("utf-8"), parse_constant=_no_nan,
+            doc = json.loads(data.decode("utf-8"), parse_constant=_no_nan,
                              object_pairs_hook=_unique_keys)
         except UnicodeDecodeError as e:
             raise self.error(f"{GRAPH_MEMBER} is not UTF-8 text: {e}") from None
@@ -362,8 +373,19 @@ class _Reader:
                              f"array_<n> members")
         return self.array(key, user)
 
-    def array(self, key: str, user: str, limit: int | None = None) -> np.ndarray:
-        """Member ``key`` as an array; its header's shape and dtype are checked before reading."""
+    def array(self, key: str, user: str) -> np.ndarray:
+        """Member ``key`` as an array; its header's shape and dtype are checked before reading.
+        Read into the array itself: the peak is the array, not twice it."""
+        data, shape, dtype, order = self.read(key, user)
+        array = np.frombuffer(data, dtype=dtype).reshape(shape, order=order)
+        if not dtype.isnative:
+            array = array.byteswap(inplace=True).view(dtype.newbyteorder("="))  # in place
+        return array
+
+    def read(self, key: str, user: str, limit: int | None = None
+             ) -> tuple[bytearray, tuple[int, ...], np.dtype, str]:
+        """Member ``key``'s data (a writable buffer), shape, dtype and order; its header's shape
+        and dtype are checked before its data is read."""
         if not isinstance(key, str) or key not in self.members:
             have = ", ".join(sorted(self.members)) or "none"
             raise self.error(f"{user} needs the member {_short(key)}, which the file does not "
@@ -384,13 +406,20 @@ class _Reader:
                 raise self.error(f"member {key!r} holds {held:,} bytes of data, but its header "
                                  f"says {S.format_shape(shape)} {dtype}, which needs {size:,}: "
                                  f"the file is truncated or was changed")
-            data = file.read(size)
-        if len(data) != size:
-            raise self.error(f"member {key!r} ends after {len(data):,} of its {size:,} bytes")
+            data, got = bytearray(size), 0
+            view = memoryview(data)
+            while got < size:  # in pieces: ZipExtFile.readinto would read it all, then copy
+                piece = file.read(min(size - got, 1 << 20))
+                if not piece:
+                    break
+                view[got:got + len(piece)] = piece
+                got += len(piece)
+            view.release()
+        if got != size:
+            raise self.error(f"member {key!r} ends after {got:,} of its {size:,} bytes")
         if limit is None:
             self.budget -= size
-        array = np.frombuffer(data, dtype=dtype, count=count).reshape(shape, order=order)
-        return array.astype(dtype.newbyteorder("="))  # a writable copy, in this machine's order
+        return data, shape, dtype, order
 
     def header(self, file: Any, key: str) -> tuple[tuple[int, ...], np.dtype, str]:
         """``(shape, dtype, order)`` from a .npy header; the data is not read yet."""
