@@ -106,7 +106,7 @@ $(MATHJAX)/tex-mml-chtml.js:
 	npm install --prefix build/mathjax --no-save --no-audit --no-fund --no-package-lock mathjax@$(MATHJAX_VERSION)
 
 site: venv $(MATHJAX)/tex-mml-chtml.js
-	@$(BIN)/python -c "import myst_nb, sphinx_book_theme" 2> /dev/null || $(BIN)/python -m pip install --quiet -e ".[site]"
+	@$(BIN)/python -c "import myst_nb, sphinx_book_theme, jieba" 2> /dev/null || $(BIN)/python -m pip install --quiet -e ".[site]"
 	$(BIN)/python site/build.py --mathjax $(MATHJAX) --out build/site
 
 # A class (README, "Teaching a class"). `make env PREFIX=/opt/graph-course` (as root for /opt):

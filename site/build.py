@@ -32,6 +32,66 @@ _ANCHOR = re.compile(r'^<a id="([^"]+)"></a>\s*$', re.M)
 _SOLUTION_LINK = re.compile(r"\[([^\]\n]+)\]\((solutions/[^)\s]+\.ipynb)\)")
 
 
+#: jieba's user dictionary for the search index (conf.py's SEARCH_WORDS).
+SEARCH_WORDS = "_search_words.zh.txt"
+_CJK_WORD = re.compile(r"[\u4e00-\u9fff]{2,}")
+#: A glossary section a reader uses ("## 3. Core terms (核心术语)"), not a translator's.
+_READERS_SECTION = re.compile(r"^## \d+\. [^(\n]*\(([^)\n]+)\)$|^## \d+\. (文章用语.*)$", re.M)
+_TRANSLATORS = ("排版", "不翻译", "译者工具")
+
+
+def _sections(glossary: str) -> list[tuple[str, str]]:
+    """(Chinese title, body) of each numbered section of docs/glossary.zh-CN.md."""
+    marks = list(_READERS_SECTION.finditer(glossary))
+    out = []
+    for k, m in enumerate(marks):
+        end = marks[k + 1].start() if k + 1 < len(marks) else len(glossary)
+        body = glossary[m.end():end]
+        body = body[:body.find("\n## ")] if "\n## " in body else body
+        out.append(((m[1] or m[2]).strip(), body))
+    return out
+
+
+def readers_glossary(glossary: str) -> str:
+    """The glossary as a Chinese reader's page (术语表): each term in Chinese with its English,
+    and the article's words beside the course's. docs/glossary.zh-CN.md is written for the
+    translators (their rules and notes, in English); the site shows this page in its place."""
+    out = ["# 术语表", "",
+           "本课程中文版所用的术语，以及每个术语对应的英文（课程代码、输出和英文版中的写法）。"
+           "术语沿用 PyTorch、TensorFlow 的中文文档和《动手学深度学习》的译法。", ""]
+    for title, body in _sections(glossary):
+        if title in _TRANSLATORS:
+            continue
+        out += [f"## {title}", ""]
+        rows = [line for line in body.splitlines() if line.startswith("|")]
+        if title.startswith("文章用语"):
+            out += [line for line in body.strip().splitlines()]
+            out.append("")
+            continue
+        out += ["| 中文 | English |", "|---|---|"]
+        for row in rows[2:]:
+            cells = [c.strip() for c in row.strip().strip("|").split("|")]
+            if len(cells) >= 2:
+                out.append(f"| {cells[1]} | {cells[0]} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def search_words(glossary: str) -> list[str]:
+    """The course's Chinese terms (the Chinese column of the glossary's tables, and both terms
+    columns of the article's), one per line, as jieba's user dictionary wants them."""
+    words: dict[str, None] = {}
+    for title, body in _sections(glossary):
+        columns = (0, 1) if title.startswith("文章用语") else (1,)
+        for row in [line for line in body.splitlines() if line.startswith("|")][2:]:
+            cells = row.strip().strip("|").split("|")
+            for cell in [cells[k] for k in columns if k < len(cells)]:
+                for word in re.split(r"[（）()、，/／；;：:“”\s]+", cell):
+                    if _CJK_WORD.fullmatch(word) and len(word) <= 8:
+                        words[word] = None
+    return list(words)
+
+
 def stage(dest: Path, mathjax: Path) -> None:
     """Copy the site's pages into ``dest``, laid out as the repository is."""
     if dest.exists():
@@ -48,6 +108,9 @@ def stage(dest: Path, mathjax: Path) -> None:
             shutil.copy2(nb, dest / folder / nb.name)
     for name in ("README.md", "README.zh-CN.md", "CONTRIBUTING.md", "docs/glossary.zh-CN.md"):
         text = (ROOT / name).read_text(encoding="utf-8")
+        if name == "docs/glossary.zh-CN.md":
+            (dest / SEARCH_WORDS).write_text("\n".join(search_words(text)) + "\n", encoding="utf-8")
+            text = readers_glossary(text)
         text = _ANCHOR.sub(r"(\1)=", text)
         # The answers are not pages of the site: a link to one downloads the notebook.
         text = _SOLUTION_LINK.sub(r"{download}`\1 <\2>`", text)
