@@ -45,11 +45,11 @@ from typing import Any
 import numpy as np
 
 from ..errors import CompileError, FeedError, MinigraphError, user_source
-from ..graph import Graph, Node
+from ..graph import Graph, Node, name_problem
 from ..memory import concrete_specs, memory_plan
-from . import lower as L
+from . import lowering as L
 from . import toolchain
-from .lower import SUPPORTED, Lowered, Port, comment, describe
+from .lowering import SUPPORTED, Lowered, Port, comment, describe
 from .toolchain import find_compiler
 
 #: Rows per tile are chosen so that one tile's arena is about this many bytes (it stays in the
@@ -111,7 +111,9 @@ def lower(graph: Graph, *, dynamic_batch: bool = True, tile: int | None = None) 
                                f"({why_fixed}); trace the function on example inputs, or give "
                                f"the placeholder a concrete shape")
     rows = placeholders[0].shape[0] if placeholders and placeholders[0].shape else 1
-    return _lower_at(opt, placeholders, {n.name: False for n in opt.nodes}, rows, False)
+    lowered = _lower_at(opt, placeholders, {n.name: False for n in opt.nodes}, rows, False)
+    lowered.why_fixed = why_fixed
+    return lowered
 
 
 def _lower_at(opt: Graph, placeholders: list[Node], batched: dict[str, bool], rows: int,
@@ -159,6 +161,10 @@ def _needed(graph: Graph) -> list[Node]:
 
 def _check_supported(graph: Graph) -> None:
     for n in _needed(graph):
+        problem = name_problem(n.name)
+        if problem:  # minigraph's builders refuse such names: the graph was changed afterwards
+            raise CompileError(f"mg.compile_c: node name {n.name!r} (op {n.op!r}, defined at "
+                               f"{n.source}) {problem}; rename the node")
         if n.op not in SUPPORTED:
             ops = ", ".join(sorted(SUPPORTED - L.SOURCES - {"fused"}))
             raise CompileError(f"mg.compile_c: {describe(n)} has no C template for op "
@@ -274,6 +280,11 @@ class CompiledC:
             if not np.can_cast(a.dtype, port.dtype, "same_kind"):
                 raise FeedError(f"input %{port.name} is {port.dtype}, got a {a.dtype} array")
             want = port.shape
+            if (not self.dynamic_batch and a.shape[1:] == want[1:] and a.shape
+                    and a.shape[0] != want[0]):
+                raise FeedError(f"this graph was compiled for exactly {self.rows} rows "
+                                f"({self.lowered.why_fixed}); input %{port.name} has "
+                                f"{a.shape[0]}")
             if len(a.shape) != len(want) or any(d is not None and d != s
                                                 for d, s in zip(want, a.shape, strict=True)):
                 raise FeedError(f"input %{port.name} takes shape "
@@ -288,9 +299,6 @@ class CompiledC:
 
     def __call__(self, *arrays: Any) -> np.ndarray | list[np.ndarray]:
         ins, n = self._rows_of(arrays)
-        if not self.dynamic_batch and n != self.rows:
-            raise FeedError(f"this graph was compiled for exactly {self.rows} rows (it mixes "
-                            f"rows, so it has no variable batch); got {n}")
         outs = [np.empty(tuple(n if d is None else d for d in p.shape), p.dtype)
                 for p in self.outputs]
         in_ptrs = (ctypes.c_void_p * max(len(ins), 1))(*[a.ctypes.data for a in ins])

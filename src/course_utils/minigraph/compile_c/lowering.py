@@ -212,12 +212,17 @@ class _Slot:
     args: tuple[int, ...] = ()
     attrs: dict = field(default_factory=dict)
     name: str = ""
+    #: a leaf whose elements were regrouped in a way no strides describe (a reshape of a
+    #: transpose): ``loc.strides`` then walk a contiguous stand-in, and this says how its flat
+    #: index f reaches memory: the sum of (f / step) % size * stride over the real dims
+    regroup: tuple[tuple[int, int, int], ...] | None = None
 
 
 @dataclass
 class _Load:
     leaf: int
     strides: tuple[int, ...]  # per loop dim
+    regroup: tuple[tuple[int, int, int], ...] | None = None
 
 
 class LoopBuilder:
@@ -242,7 +247,7 @@ class LoopBuilder:
             for d, m in enumerate(amap):
                 if m is not None:
                     strides[m] += s.loc.strides[d]
-            expr: Any = _Load(slot, tuple(strides))
+            expr: Any = _Load(slot, tuple(strides), s.regroup)
         else:
             expr = self._expr(s, amap)  # its operands first: they take the lower numbers
         var = f"v{len(self.body)}"
@@ -291,9 +296,6 @@ class LoopBuilder:
             axes = S.normalize_axes(s.attrs["axis"], len(x.shape))
             it = iter(amap)
             return tuple(None if d in axes else next(it) for d in range(len(x.shape)))
-        if s.op == "reshape":  # only size-1 dims come and go (checked when the slot was made)
-            big = iter(m for m, d in zip(amap, s.shape, strict=True) if d != 1)
-            return tuple(next(big) if d != 1 else None for d in x.shape)
         raise AssertionError(s.op)
 
 
@@ -304,20 +306,19 @@ def _broadcast_map(shape: tuple[int, ...], out: tuple[int, ...], amap: tuple) ->
                  for d in range(len(shape)))
 
 
-def _same_big_dims(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
-    return [d for d in a if d != 1] == [d for d in b if d != 1]
-
-
 def program_slots(node: Node, locs: list[Loc], specs: list[Spec]) -> list[_Slot]:
     """The slots of a fused node's program (or of one elementwise node, as a one-step
-    program), leaves first; ``specs`` are the steps' shapes at this compile's batch."""
+    program), leaves first, its result last; ``specs`` are the steps' shapes at this
+    compile's batch."""
     slots = [_Slot("leaf", loc.shape, loc.dtype, loc=loc) for loc in locs]
+    ref = list(range(len(locs)))  # the program's slot numbers -> ours
     if node.op == "fused":
         steps = [(s.op, s.args, s.attrs, s.name) for s in node.attrs["program"].steps]
     else:
         steps = [(node.op, tuple(range(len(locs))), node.attrs, node.name)]
     for (op, args, attrs, name), spec in zip(steps, specs, strict=True):
         shape, dtype = tuple(spec.shape), np.dtype(spec.dtype)
+        args = tuple(ref[a] for a in args)
         where = f"{describe(node)} (its step {op} from %{name})"
         if op == "constant":
             value = np.asarray(attrs["value"])
@@ -329,24 +330,68 @@ def program_slots(node: Node, locs: list[Loc], specs: list[Spec]) -> list[_Slot]
                                    f"compiled tile; compile with dynamic_batch=False")
             count = math.prod(slots[args[0]].shape[a] for a in axes)
             slots.append(_Slot("const", shape, dtype, text=literal(count, dtype)))
-        elif op == "reshape" and slots[args[0]].kind == "leaf" and slots[args[0]].loc.contiguous:
-            loc = slots[args[0]].loc
-            slots.append(_Slot("leaf", shape, dtype, loc=Loc(
-                loc.ptr, shape, contiguous_strides(shape), dtype, loc.batched)))
-        elif op == "reshape":
-            if not _same_big_dims(slots[args[0]].shape, shape):
-                raise CompileError(f"{where}: a reshape inside a fused loop that regroups the "
-                                   f"elements of a computed or strided value has no C template")
-            slots.append(_Slot("view", shape, dtype, op=op, args=(args[0],), name=name))
+        elif op == "reshape":  # regroups elements: pushed down to the leaves' strides
+            _push(slots, args[0], lambda v, shape=shape: v.reshape(shape, copy=False), where)
         elif op in SHAPE_STEPS:
             slots.append(_Slot("view", shape, dtype, op=op, args=(args[0],), attrs=attrs,
                                name=name))
         elif op in EXPRESSIONS or op in ("cast", "clip"):
-            slots.append(_Slot("step", shape, dtype, op=op, args=tuple(args), attrs=attrs,
-                               name=name))
+            slots.append(_Slot("step", shape, dtype, op=op, args=args, attrs=attrs, name=name))
         else:
             raise CompileError(f"{where}: no C template for {op!r} inside a fused loop")
+        ref.append(len(slots) - 1)
+    if ref[-1] != len(slots) - 1:  # the result is an earlier slot (a program of views)
+        last = slots[ref[-1]]
+        slots.append(_Slot("step", last.shape, last.dtype, op="identity", args=(ref[-1],)))
     return slots
+
+
+def _fake(shape: tuple[int, ...], strides: tuple[int, ...]) -> np.ndarray:
+    """A numpy view with these shape and element strides (over one byte: never read), so that
+    numpy's own rules say how a reshape or broadcast of it is strided."""
+    return np.lib.stride_tricks.as_strided(np.zeros(1, np.uint8), shape, strides)
+
+
+def _push(slots: list[_Slot], j: int, view: Callable[[np.ndarray], np.ndarray],
+          where: str) -> int:
+    """Append a slot equal to ``view`` (a reshape, broadcast...) of slot ``j``, with the view
+    moved down to the leaves: an elementwise op of reshaped operands is the reshape of the op
+    (each operand first broadcast to the op's shape). Returns the new slot's index."""
+    s = slots[j]
+    shape = tuple(view(_fake(s.shape, (0,) * len(s.shape))).shape)
+    if s.kind == "leaf":
+        regroup = s.regroup
+        try:
+            v = view(_fake(s.shape, s.loc.strides))
+        except ValueError:  # no strides say it: index a contiguous stand-in, then regroup
+            if regroup is not None:
+                raise CompileError(f"{where}: a value regrouped twice by reshapes has no C "
+                                   f"template") from None
+            steps = contiguous_strides(s.shape)
+            regroup = tuple(zip(steps, s.shape, s.loc.strides, strict=True))
+            v = view(_fake(s.shape, steps))
+        slots.append(_Slot("leaf", shape, s.dtype, regroup=regroup,
+                           loc=Loc(s.loc.ptr, shape, tuple(v.strides), s.dtype, s.loc.batched)))
+    elif s.kind == "const":
+        slots.append(_Slot("const", shape, s.dtype, text=s.text))
+    elif s.kind == "view":
+        inner = _VIEW_FNS[s.op](s)
+        return _push(slots, s.args[0], lambda v: view(inner(v)), where)
+    else:
+        args = tuple(_push(slots, a, lambda v, out=s.shape: view(np.broadcast_to(v, out)), where)
+                     for a in s.args)
+        slots.append(_Slot("step", shape, s.dtype, op=s.op, args=args, attrs=s.attrs,
+                           name=s.name))
+    return len(slots) - 1
+
+
+# What each view slot does to a numpy array (expand_dims and squeeze: a reshape to its shape).
+_VIEW_FNS: dict[str, Callable[[_Slot], Callable[[np.ndarray], np.ndarray]]] = {
+    "broadcast_to": lambda s: lambda v: np.broadcast_to(v, s.shape),
+    "broadcast_like": lambda s: lambda v: np.broadcast_to(v, s.shape),
+    "expand_dims": lambda s: lambda v: v.reshape(s.shape),
+    "squeeze": lambda s: lambda v: v.reshape(s.shape),
+}
 
 
 def _batched_slot(slots: list[_Slot], i: int) -> bool:
@@ -405,7 +450,13 @@ def emit_loop(node: Node, out: Loc, slots: list[_Slot], lines: list[str], indent
         lines.append(f"{inner}{{")
     for ct, var, expr in builder.body:
         if isinstance(expr, _Load):
-            lines.append(f"{body}const {ct} {var} = p{expr.leaf}[{index(next(load_vecs))}];")
+            at = index(next(load_vecs))
+            if expr.regroup is not None:
+                flat = at
+                at = " + ".join(f"(({flat}) / {step} % {size}) * {stride}"
+                                for step, size, stride in expr.regroup if size > 1 and stride)
+                at = at or "0"
+            lines.append(f"{body}const {ct} {var} = p{expr.leaf}[{at}];")
         else:
             lines.append(f"{body}const {ct} {var} = {expr};")
     final = result if builder.slots[-1].dtype == out.dtype else f"({t}){result}"
@@ -651,12 +702,12 @@ def _accumulator(dtype: np.dtype) -> str:
 def _reduce(kind: str) -> Callable[..., list[str]]:
     def kernel(ctx: Emitter, node: Node, out: Loc, ins: list[Loc]) -> list[str]:
         (x,) = ins
-        _need_contiguous(node, x)
         t, xt = ctype(out.dtype), ctype(x.dtype)
         axes = S.normalize_axes(node.attrs.get("axis"), len(x.shape))
         if kind == "max" and x.dtype.kind == "b":
             raise CompileError(f"{describe(node)}: max of bool has no C template")
-        if axes == tuple(range(len(x.shape) - len(axes), len(x.shape))):  # trailing axes
+        trailing = axes == tuple(range(len(x.shape) - len(axes), len(x.shape)))
+        if trailing and x.contiguous:  # one run of memory per result: sum it in a register
             first = len(x.shape) - len(axes)
             outer, inner = x.count(0, first), x.count(first)
             if kind == "max":
@@ -689,7 +740,7 @@ def _reduce(kind: str) -> Callable[..., list[str]]:
                  "{", f"  {t} *o = ({t} *)({out.ptr});", f"  const {xt} *src = {x.ptr};"]
         for k, size in enumerate(sizes):
             lines.append(f"  {'  ' * k}for (int64_t i{k} = 0; i{k} < {size}; i{k}++)")
-        at, src = index(out_strides), index(list(contiguous_strides(x.shape)))
+        at, src = index(out_strides), index(list(x.strides))  # x may be a strided view
         pad = "  " * (len(sizes) + 1)
         if kind == "max":
             lines.append(f"{pad}{{ const {t} v = src[{src}]; o[{at}] = ((v > o[{at}]) | (v != v)) "
@@ -800,6 +851,7 @@ class Lowered:
     plan: MemoryPlan
     offsets: dict[str, int]  # the plan's buffer -> its byte offset in the arena
     graph: Graph
+    why_fixed: str = ""  # why the batch is fixed, when it is
 
 
 def place(plan: MemoryPlan) -> tuple[dict[str, int], int]:
@@ -1027,6 +1079,11 @@ def main_source(lowered: Lowered) -> str:
         "  if (!f) return fail(\"cannot open the inputs\", argv[1]);",
         "  int64_t n = 0;",
         "  if (fread(&n, sizeof n, 1, f) != 1 || n < 0) return fail(\"no row count in\", argv[1]);",
+        "  if (!mg_dynamic && n != mg_rows) {",
+        "    fprintf(stderr, \"this program was compiled for exactly %lld rows, got %lld\\n\",",
+        "            (long long)mg_rows, (long long)n);",
+        "    return 3;",
+        "  }",
         f"  void *ins[{max(n_in, 1)}], *outs[{max(n_out, 1)}];",
         f"  for (int i = 0; i < {n_in}; i++) {{",
         "    size_t bytes = (size_t)(IN_BATCHED[i] ? n * IN_BYTES[i] : IN_BYTES[i]);",
