@@ -332,3 +332,20 @@ def test_the_typography_checks_and_the_join():
     assert ed.join_cjk_lines(joined) == joined
     assert ed.join_cjk_lines("English\nlines stay\n`as` they are") == \
         "English\nlines stay\n`as` they are"
+
+
+# --- the verdict words: glossed once per notebook ----------------------------------------------
+
+_VERDICT_GLOSS = re.compile(r"（`?(faster|slower|no measurable difference|cannot tell from this "
+                            r"run|within 10%|within the margin|undecided)`?[，）]")
+
+
+def test_each_printed_verdict_word_is_glossed_once_per_notebook():
+    """`bench` prints its verdicts in English (the code cells are shared): a zh notebook gives
+    each English word once, in its legend, and writes the Chinese after that."""
+    problems = []
+    for path in _zh_notebooks():
+        words = [m[1] for _, source in _markdown(path) for m in _VERDICT_GLOSS.finditer(source)]
+        problems += [f"{path.relative_to(ROOT)}: ({word}) {words.count(word)} times"
+                     for word in sorted(set(words)) if words.count(word) > 1]
+    assert not problems, "\n".join(problems)
