@@ -4,7 +4,9 @@ results written as grading goes, --resume, and the kernels' threads and device."
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +19,7 @@ from course_utils.grading.classroom import (
     busy_timeout,
     kernel_environment,
     parse_canvas_name,
+    read_overrides,
     read_roster,
 )
 from course_utils.grading.format import exercises
@@ -179,12 +182,26 @@ def test_a_canvas_class_is_graded_into_the_expected_gradebook_and_resumes(tmp_pa
     assert len(lines) == 4 and all(json.loads(line)["sha256"] for line in lines)
     kept = [line for line in lines if "turingalan" not in line]
     progress.write_text("\n".join(kept) + "\n" + kept[-1][:40])  # and a line cut short
+    # Meanwhile the instructor gives Grace a point for 00.3, handed in on paper (an overrides
+    # file beside the CSV), and Ada's 00.1 one point less, in the CSV itself.
+    (tmp_path / "grades.overrides.csv").write_text("exercise,learner,points,why\n"
+                                                   "00.3,103,1,on paper\n")
+    text = grades.read_text(encoding="utf-8").splitlines()
+    k = next(i for i, line in enumerate(text) if line.startswith("lovelaceada_101,00_setup.ipynb,"
+                                                                  "00.1,2,"))
+    text[k] = text[k].replace(",00.1,2,", ",00.1,1,", 1)
+    grades.write_text("\n".join(text) + "\n", encoding="utf-8")
     again = _grade(str(subs), *options, "--resume")
     assert "resuming: 3 of 4 notebook(s) already graded" in again.stderr, again.stderr
     graded = [line for line in again.stderr.splitlines() if line.startswith("grading ")]
     assert len(graded) == 1 and "turingalan" in graded[0], again.stderr
+    expected[2][5] = "4"  # Ada: 5 - 1
+    expected[4][5] = "1"  # Grace: the point on paper
     assert _rows(out) == expected
-    assert len(_dicts(grades)) == len(rows)
+    after = {(r["learner"], r["exercise"]): r for r in _dicts(grades)}
+    assert after[("lovelaceada_101", "00.1")]["points"] == "1"
+    assert "edited by hand" in after[("lovelaceada_101", "00.1")]["notes"]
+    assert len(after) == len(rows)
 
 
 # --- who is who: the LMS user id, the roster's folder or file, missing work, Canvas' columns -----
@@ -313,3 +330,105 @@ def test_canvas_columns_come_from_a_mapping_or_the_exported_gradebook(tmp_path):
                      columns=classroom.read_columns(export, lessons, strict=False))
     rows = run.write_canvas([_report("ola", "00_setup", 2)], {"00_setup": 5})
     assert rows[0][5:] == ["Lesson 0: set-up (4700)"] and rows[2][5:] == ["2"]
+
+
+# --- collecting from homes, late work, overrides ---------------------------------------------
+
+COLLECT = ROOT / "deploy" / "hub" / "collect.sh"
+WHEN = 1_800_000_000  # 2027-01-15T08:00:00Z, the time Ada last saved her notebook
+
+
+def _home(homes: Path, learner: str) -> Path:
+    exercises_folder = homes / learner / "graph-course" / "exercises"
+    exercises_folder.mkdir(parents=True)
+    return exercises_folder
+
+
+def test_collect_records_each_files_time_and_follows_no_link_at_any_depth(tmp_path):
+    homes, solutions = tmp_path / "home", tmp_path / "instructor" / "solutions"
+    solutions.mkdir(parents=True)
+    (solutions / "00_setup.ipynb").write_text("the instructor's solutions")
+    ada = _touch(_home(homes, "ada") / "00_setup.ipynb")
+    os.utime(ada, (WHEN, WHEN))
+    (homes / "grace").mkdir()
+    (homes / "grace" / "graph-course").mkdir()
+    (homes / "grace" / "graph-course" / "exercises").symlink_to(ada.parent)  # Ada's work
+    (homes / "bob").mkdir()
+    (homes / "bob" / "graph-course").symlink_to(solutions.parent)  # no exercises/ there ...
+    (solutions.parent / "exercises").symlink_to(solutions)  # ... but a link to solutions/
+    (_home(homes, "carl") / "00_setup.ipynb").symlink_to(ada)
+    (homes / "dave").symlink_to(homes / "ada")
+    _home(homes, "erin")  # has not started lesson 00: nothing to collect, nothing to say
+    out = tmp_path / "class-00"
+    done = subprocess.run([str(COLLECT), str(homes), "00_setup", str(out)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "collected 1 notebook(s) of 00_setup" in done.stdout, done.stdout
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*.ipynb")) == \
+        ["ada/00_setup.ipynb"]
+    for learner in ("grace", "bob", "carl", "dave"):
+        assert f"warning: {learner}: " in done.stderr and "link" in done.stderr, done.stderr
+    assert "erin" not in done.stderr
+    assert (out / "ada" / "00_setup.ipynb").read_bytes() == ada.read_bytes()
+    assert (out / "ada" / "00_setup.ipynb").stat().st_mtime == WHEN
+    with open(out / "manifest.tsv", newline="", encoding="utf-8") as f:
+        [row] = list(csv.DictReader(f, delimiter="\t"))
+    assert row["learner"] == "ada" and row["file"] == "ada/00_setup.ipynb"
+    assert row["modified"] == "2027-01-15T08:00:00+00:00"
+    assert row["sha256"] == hashlib.sha256(ada.read_bytes()).hexdigest()
+
+
+def test_late_work_by_the_collected_time_or_canvas_late_tag(tmp_path):
+    homes, out = tmp_path / "home", tmp_path / "class-00"
+    for learner, when in (("ada", WHEN), ("grace", WHEN + 5400)):
+        os.utime(_touch(_home(homes, learner) / "00_setup.ipynb"), (when, when))
+    subprocess.run([str(COLLECT), str(homes), "00_setup", str(out)], check=True,
+                   capture_output=True)
+    os.utime(out / "grace" / "00_setup.ipynb", (WHEN, WHEN))  # a copy's time is not the one
+    deadline = classroom.parse_deadline("2027-01-15T09:00:00+01:00")  # 08:00 UTC
+    run = _class_run(out, deadline=deadline)
+    late = {learner: run.late[path] for path, learner, _ in run.todo}
+    assert late == {"ada": "", "grace": "late (1.5 h after the deadline)"}, late
+    assert _class_run(out).late == {}, "no deadline, no late column"
+    download = tmp_path / "download"
+    _touch(download / "hoppergrace_LATE_103_77_00_setup.ipynb")
+    _touch(download / "lovelaceada_101_78_00_setup.ipynb")
+    run = _class_run(download, deadline=deadline)
+    assert sorted(run.late.values()) == ["", "late (Canvas)"]
+
+
+def test_overrides_and_hand_edits_reach_every_export_and_survive_resume(tmp_path):
+    subs = tmp_path / "subs"
+    for learner in ("ola", "kari"):
+        _touch(subs / f"{learner}.ipynb")
+    roster = _roster(tmp_path, "student_id,name,folder\n1,Ola,ola\n2,Kari,kari\n3,Per,per\n")
+    grades, canvas = tmp_path / "grades.csv", tmp_path / "canvas.csv"
+    overrides = tmp_path / "grades.overrides.csv"
+    overrides.write_text("exercise,learner,points,why\n00.3,3,1,handed in on paper\n")
+    run = _class_run(subs, roster, csv_out=grades, canvas_out=canvas, overrides=overrides)
+    reports = [_report("ola", "00_setup", 2), _report("kari", "00_setup", 1)]
+    for report in reports:  # as grading goes
+        item = next(item for item in run.todo if item[1] == report.learner)
+        report.path = str(item[0])
+        run.wrap(lambda _, r=report: r)(item)
+    everything = reports + run.missing(reports, ["00_setup"])
+    run.write_grades(everything)
+    rows = {(r["learner"], r["exercise"]): r for r in _dicts(grades)}
+    assert rows[("per", "00.3")]["points"] == "1" and "on paper" in rows[("per", "00.3")]["notes"]
+    assert rows[("per", "00.1")]["status"] == "missing"
+    # The instructor edits Kari's 00.1 in the CSV, then the run is resumed.
+    text = grades.read_text().splitlines()
+    k = next(i for i, line in enumerate(text) if line.startswith("kari,00_setup.ipynb,00.1,1,"))
+    text[k] = text[k].replace("00.1,1,", "00.1,2,", 1)
+    grades.write_text("\n".join(text) + "\n")
+    again = _class_run(subs, roster, csv_out=grades, canvas_out=canvas, overrides=overrides,
+                       resume=True)
+    assert again.resumed() == 2
+    assert [(o.exercise, o.learner, o.points) for o in read_overrides(overrides)] == \
+        [("00.3", "3", 1.0), ("00.1", "kari", 2.0)]
+    again.write_grades([again.done[again._key(item)] for item in again.todo] +
+                       again.missing(reports, ["00_setup"]))
+    rows = {(r["learner"], r["exercise"]): r for r in _dicts(grades)}
+    assert rows[("kari", "00.1")]["points"] == "2" and rows[("per", "00.3")]["points"] == "1"
+    csv_rows = again.write_canvas(everything, {"00_setup": 5})
+    assert [row[1:2] + row[5:] for row in csv_rows[2:]] == [["1", "2"], ["2", "2"], ["3", "1"]]

@@ -29,6 +29,17 @@ one notebook):
   from ``--canvas-columns``, a CSV of ``lesson,assignment`` or the gradebook Canvas exported
   (each lesson's column is the assignment whose name holds its number), or from the roster when
   it is such an export.
+- **Late work** (``--deadline 2027-03-01T23:59+01:00``): a ``late`` column in the CSV. A
+  Canvas file is late when Canvas said so (``_LATE_`` in its name); a collected file when the
+  time ``deploy/hub/collect.sh`` recorded for it in the class folder's ``manifest.tsv`` (the
+  learner's file's modification time) is after the deadline; any other file by its own
+  modification time. ``--late-penalty P`` takes P percent off a late lesson's points in the
+  Canvas file (default 0: late work is flagged, not penalised).
+- **Overrides** (``--overrides FILE``, default ``grades.overrides.csv`` beside ``--csv`` when
+  it exists): rows of ``exercise,learner,points,why`` that set an exercise's points by hand;
+  every CSV and Canvas file written, during the run and after ``--resume``, applies them (the
+  row's notes say so). ``--resume`` also turns points edited by hand in the CSV into overrides
+  (appended to the file, ``why``: edited by hand), so that no hand edit is lost.
 - **Results as grading goes**: each finished notebook is appended to a progress file next to
   the CSV (``grades.csv`` -> ``grades.progress.jsonl``) and the CSV is rewritten with every
   notebook graded so far, so an interrupted run keeps its work. ``--resume`` reads the progress
@@ -49,6 +60,7 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 from course_utils.grading.report import (
@@ -299,6 +311,97 @@ def read_roster(path: str | Path) -> list[Student]:
     return students
 
 
+# --- deadlines and overrides ---------------------------------------------------------------------
+
+#: The file ``deploy/hub/collect.sh`` writes into a class folder: one row per notebook collected.
+MANIFEST = "manifest.tsv"
+MANIFEST_COLUMNS = ("learner", "file", "modified", "bytes", "sha256")
+OVERRIDE_COLUMNS = ("exercise", "learner", "points", "why")
+
+
+def parse_deadline(text: str) -> datetime:
+    """An ISO 8601 time; without a zone, this machine's local time.
+
+    >>> parse_deadline("2027-03-01T23:59:00Z").isoformat()
+    '2027-03-01T23:59:00+00:00'
+    """
+    try:
+        when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"--deadline {text!r} is not an ISO time such as "
+                         "2027-03-01T23:59+01:00") from None
+    return when if when.tzinfo is not None else when.astimezone()
+
+
+def read_manifest(path: Path) -> dict[Path, tuple[float, str]]:
+    """collect.sh's manifest: each collected file (resolved) -> (its time, its sha256)."""
+    found: dict[Path, tuple[float, str]] = {}
+    if not path.is_file():
+        return found
+    with open(path, newline="", encoding="utf-8") as f:
+        for row in csv.DictReader(f, delimiter="\t"):
+            try:
+                when = parse_deadline(row["modified"]).timestamp()
+                found[(path.parent / row["file"]).resolve()] = (when, row.get("sha256") or "")
+            except (KeyError, TypeError, ValueError, OSError):
+                continue
+    return found
+
+
+def _duration(seconds: float) -> str:
+    """A time in the unit a reader takes in at once.
+
+    >>> _duration(90), _duration(5400), _duration(2 * 86400)
+    ('2 min', '1.5 h', '2.0 days')
+    """
+    if seconds < 3600:
+        return f"{max(1, round(seconds / 60))} min"
+    return f"{seconds / 3600:.1f} h" if seconds < 86400 else f"{seconds / 86400:.1f} days"
+
+
+@dataclass(frozen=True)
+class Override:
+    """An exercise's points set by hand (a row of the overrides file)."""
+
+    exercise: str
+    learner: str  # as in the CSV's learner column, or the roster's student id
+    points: float
+    why: str
+    line: int
+
+
+def default_overrides(csv_out: Path) -> Path:
+    """``grades.csv`` -> ``grades.overrides.csv``."""
+    return csv_out.with_name(csv_out.stem + ".overrides.csv")
+
+
+def read_overrides(path: Path) -> list[Override]:
+    """The rows of an overrides file. ValueError naming the file and line for a missing column,
+    a row without exercise or learner, or points that are not a number of at least 0."""
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        rows = list(csv.reader(f))
+    header = [h.strip().lower() for h in rows[0]] if rows else []
+    if not set(OVERRIDE_COLUMNS) <= set(header):
+        raise ValueError(f"{path}: the header must hold {', '.join(OVERRIDE_COLUMNS)}; it is "
+                         f"{', '.join(header) or 'empty'}")
+    at = {name: header.index(name) for name in OVERRIDE_COLUMNS}
+    found = []
+    for line, row in enumerate(rows[1:], start=2):
+        if not any(cell.strip() for cell in row):
+            continue
+        cells = [c.strip() for c in row] + [""] * len(header)
+        exercise, learner, why = cells[at["exercise"]], cells[at["learner"]], cells[at["why"]]
+        try:
+            points = float(cells[at["points"]])
+        except ValueError:
+            points = -1.0
+        if not exercise or not learner or not points >= 0:
+            raise ValueError(f"{path}, line {line}: an override needs an exercise, a learner "
+                             f"and points of at least 0 (got {', '.join(row)})")
+        found.append(Override(exercise, learner, points, why or "set by hand", line))
+    return found
+
+
 # --- a class run: who handed in what, results as they come ----------------------------------------
 
 Item = tuple[Path, str, bool]  # (notebook, learner, given), as grade.collect makes them
@@ -343,7 +446,8 @@ class ClassRun:
                  resume: bool = False, warn: Callable[[str], None] | None = None,
                  folders: Sequence[str | Path] = (), canvas_download: bool = False,
                  off_roster: bool = False, missing_value: str = "missing",
-                 columns: dict[str, str] | None = None) -> None:
+                 columns: dict[str, str] | None = None, deadline: datetime | None = None,
+                 late_penalty: float = 0.0, overrides: Path | None = None) -> None:
         self.solutions = solutions
         self.roster = roster
         self.csv_out, self.canvas_out = csv_out, canvas_out
@@ -358,6 +462,12 @@ class ClassRun:
         self._canvas_folders: dict[Path, bool] = {}
         self.todo = self._dedupe([self._read_name(item) for item in todo])
         self._match_roster(off_roster)
+        self.deadline, self.late_penalty = deadline, late_penalty
+        self.late = self._lateness()  # path -> how late ("" when on time)
+        self._late_by_name = {str(path): how for path, how in self.late.items()}
+        self.overrides_path = overrides
+        self.overrides = read_overrides(overrides) if overrides and overrides.is_file() else []
+        self._unmatched: set[int] = set()
         out = csv_out or canvas_out
         self.progress = progress_path(out) if out is not None else None
         self.done: dict[tuple[str, str], NotebookReport] = {}
@@ -366,6 +476,7 @@ class ClassRun:
                 raise ValueError("--resume needs --csv or --canvas: the progress file is kept "
                                  "next to it")
             self.done = self._read_progress()
+            self._keep_hand_edits()
         if self.progress is not None and not resume:
             self.progress.write_text("", encoding="utf-8")
         self.finished: dict[int, NotebookReport] = {}
@@ -481,7 +592,8 @@ class ClassRun:
 
     def _who(self, learner: str) -> str:
         """The roster's student id of a learner, else the learner."""
-        student = self.student_of.get(learner)
+        student = self.student_of.get(learner) or next(
+            (s for s in self.roster or [] if s.learner() == learner), None)
         return student.student_id if student is not None else learner
 
     # -- results as they come
@@ -520,15 +632,119 @@ class ClassRun:
                         f.flush()
                         os.fsync(f.fileno())
                 if self.csv_out is not None:
-                    partial = [self.finished[k] for k in sorted(self.finished)]
-                    tmp = self.csv_out.with_name(self.csv_out.name + ".tmp")
-                    write_csv(partial, tmp)
-                    os.replace(tmp, self.csv_out)
+                    self.write_grades([self.finished[k] for k in sorted(self.finished)])
             return report
         return run
 
     def resumed(self) -> int:
         return sum(1 for item in self.todo if self._key(item) in self.done)
+
+    # -- late work and overrides
+
+    def _lateness(self) -> dict[Path, str]:
+        """How late each submission is: Canvas' own word for its files; with a deadline, the
+        time collect.sh recorded (the manifest), else the file's modification time."""
+        manifest: dict[Path, tuple[float, str]] = {}
+        for folder in self.folders:
+            manifest.update(read_manifest(folder / MANIFEST))
+        late = {}
+        for path, _, _ in self.todo:
+            if path in self.canvas:
+                late[path] = "late (Canvas)" if self.canvas[path].late else ""
+                continue
+            if self.deadline is None:
+                continue
+            when, digest = manifest.get(path.resolve(), (None, ""))
+            if when is None or (digest and digest != _sha256(path)):
+                try:
+                    when = path.stat().st_mtime
+                except OSError:
+                    continue
+            after = when - self.deadline.timestamp()
+            late[path] = f"late ({_duration(after)} after the deadline)" if after > 0 else ""
+        return late
+
+    def _late_text(self, report: NotebookReport) -> str:
+        how = self._late_by_name.get(report.path, "")
+        if how and self.late_penalty:
+            how += f"; -{self.late_penalty:g}% in the Canvas file"
+        return how
+
+    def adjusted(self, reports: Sequence[NotebookReport], warn: bool = False
+                 ) -> list[NotebookReport]:
+        """Copies of ``reports`` with the overrides applied (an exercise's points set by hand,
+        and a note saying so and why); ``warn``: name each override that matches nothing."""
+        import copy
+
+        out = [copy.deepcopy(r) for r in reports]
+        for o in self.overrides:
+            hits = [e for r in out if o.learner in {r.learner, self._who(r.learner)}
+                    for e in r.exercises if e.exercise == o.exercise]
+            for e in hits:
+                e.notes.append(f"points set by hand to {_num(o.points)} (graded "
+                               f"{_num(e.points)}): {o.why}")
+                e.points = o.points
+                if e.status == "missing":  # work handed in some other way
+                    e.status = "by hand"
+            if warn and not hits and o.line not in self._unmatched:
+                self._unmatched.add(o.line)
+                self.warn(f"{self.overrides_path}, line {o.line}: no exercise {o.exercise} of "
+                          f"{o.learner} was graded here; the override is not used")
+        return out
+
+    def write_grades(self, reports: Sequence[NotebookReport], out: Path | None = None,
+                     warn: bool = False) -> None:
+        """The CSV: ``report.write_csv``'s columns with the overrides applied, and ``late``."""
+        out = out or self.csv_out
+        adjusted = self.adjusted(reports, warn)
+        tmp = out.with_name(out.name + ".tmp")
+        write_csv(adjusted, tmp)
+        with open(tmp, newline="", encoding="utf-8") as f:
+            rows = list(csv.reader(f))
+        paths = [r.path for r in adjusted for _ in (r.exercises or [None])]
+        lates = {r.path: self._late_text(r) for r in adjusted}
+        rows = [rows[0] + ["late"]] + [row + [csv_safe(lates.get(path, ""))]
+                                       for row, path in zip(rows[1:], paths, strict=True)]
+        with open(tmp, "w", newline="", encoding="utf-8") as f:
+            csv.writer(f).writerows(rows)
+        os.replace(tmp, out)
+
+    def _keep_hand_edits(self) -> None:
+        """Before ``--resume`` rewrites the CSV: points in it that differ from what the grader
+        gave become overrides, appended to the overrides file, so that they are kept."""
+        if self.csv_out is None or not self.csv_out.is_file():
+            return
+        graded = {(r.learner, e.exercise): e.points for r in self.done.values()
+                  for e in r.exercises}
+        with open(self.csv_out, newline="", encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
+        found = []
+        for row in rows:
+            key = (row.get("learner", ""), row.get("exercise", ""))
+            try:
+                points = float(row.get("points", ""))
+            except ValueError:
+                continue
+            base = graded.get(key, 0.0 if row.get("status") in ("missing", "by hand") else None)
+            set_by_hand = {o.points for o in self.overrides if o.exercise == key[1]
+                           and o.learner in {key[0], self._who(key[0])}}
+            if base is not None and points != base and points not in set_by_hand:
+                found.append(Override(key[1], key[0], points, "edited by hand in "
+                                      f"{self.csv_out.name} (grader: {_num(base)})", 0))
+        if not found:
+            return
+        if self.overrides_path is None:
+            self.overrides_path = default_overrides(self.csv_out)
+        new = not self.overrides_path.is_file()
+        with open(self.overrides_path, "a", newline="", encoding="utf-8") as f:
+            writer = csv.writer(f)
+            if new:
+                writer.writerow(OVERRIDE_COLUMNS)
+            for o in found:
+                writer.writerow([o.exercise, o.learner, _num(o.points), o.why])
+        self.overrides = read_overrides(self.overrides_path)
+        self.warn(f"{len(found)} point(s) edited by hand in {self.csv_out} kept as overrides in "
+                  f"{self.overrides_path}")
 
     # -- the Canvas export
 
@@ -540,15 +756,17 @@ class ClassRun:
         out = out or self.canvas_out
         lessons = sorted({Path(r.notebook).stem for r in reports if r.notebook} | set(possible))
         points: dict[str, dict[str, float]] = {}
-        for r in reports:
+        for r in self.adjusted(reports):
             if r.notebook and any(e.status != "missing" for e in r.exercises):
                 lesson = Path(r.notebook).stem
-                points.setdefault(r.learner, {})[lesson] = r.points
+                late = self._late_text(r) and self.late_penalty
+                points.setdefault(r.learner, {})[lesson] = \
+                    r.points * (1 - self.late_penalty / 100) if late else r.points
         if self.roster is not None:
             students = self.roster
             by_student: dict[str, dict[str, float]] = {}
-            for learner, student in self.student_of.items():
-                by_student.setdefault(student.student_id, {}).update(points.get(learner, {}))
+            for learner, got in points.items():
+                by_student.setdefault(self._who(learner), {}).update(got)
             rows_for = [(s, by_student.get(s.student_id, {})) for s in students]
         else:
             ids = {canvas_learner(c): c.user_id for c in self.canvas.values()}
@@ -598,6 +816,17 @@ def add_arguments(parser) -> None:
     parser.add_argument("--missing-value", default="missing", metavar="TEXT",
                         help="what --canvas writes for a lesson not handed in (default: "
                         "missing; '0' scores it 0, '' leaves Canvas' cell as it is)")
+    parser.add_argument("--deadline", metavar="ISO-TIME",
+                        help="flag work handed in after this time (2027-03-01T23:59+01:00; no "
+                        "zone: local time) in the CSV's late column: by the time collect.sh "
+                        "recorded, else the file's; Canvas' _LATE_ files are late whatever it is")
+    parser.add_argument("--late-penalty", type=float, default=0.0, metavar="PERCENT",
+                        help="take PERCENT off a late lesson's points in the Canvas file "
+                        "(default 0: late work is flagged, not penalised)")
+    parser.add_argument("--overrides", type=Path, metavar="FILE.csv",
+                        help="points set by hand: rows of exercise,learner,points,why, applied "
+                        "to every CSV and Canvas file (default: grades.overrides.csv beside "
+                        "--csv grades.csv, when it exists)")
     parser.add_argument("--canvas-download", action="store_true",
                         help="read Canvas' file names (name_userid_fileid_lesson.ipynb) in every "
                         "folder given; by default only in a folder whose notebooks are all "
@@ -616,6 +845,14 @@ def start(args, todo: list[Item], solutions: Path) -> ClassRun:
     """The class run ``course-grade`` grades; ValueError for a bad roster or --resume alone."""
     roster = read_roster(args.roster) if args.roster else None
     lessons = [p.stem for p in sorted(solutions.glob("*.ipynb"))]
+    if not 0 <= args.late_penalty <= 100:
+        raise ValueError(f"--late-penalty must be a percentage from 0 to 100, got "
+                         f"{args.late_penalty:g}")
+    overrides = args.overrides
+    if overrides is None and args.csv is not None:
+        overrides = default_overrides(args.csv)
+    elif overrides is not None and not overrides.is_file():
+        raise ValueError(f"--overrides: no file {overrides}")
     columns = {}
     if args.canvas_columns is not None:
         columns = read_columns(args.canvas_columns, lessons, strict=False)
@@ -624,7 +861,9 @@ def start(args, todo: list[Item], solutions: Path) -> ClassRun:
     run = ClassRun(todo, solutions, roster=roster, csv_out=args.csv, canvas_out=args.canvas,
                    resume=args.resume, folders=args.paths,
                    canvas_download=args.canvas_download, off_roster=args.allow_off_roster,
-                   missing_value=args.missing_value, columns=columns)
+                   missing_value=args.missing_value, columns=columns,
+                   deadline=parse_deadline(args.deadline) if args.deadline else None,
+                   late_penalty=args.late_penalty, overrides=overrides)
     named = {run.lesson_of.get(p) or p.stem for p, _, _ in run.todo} & set(lessons)
     unmapped = sorted(named - set(columns))
     if args.canvas is not None and args.canvas_columns is not None and unmapped:
@@ -661,7 +900,7 @@ def finish(run: ClassRun, args, reports: Sequence[NotebookReport]) -> list[Noteb
     if gone:
         print(f"missing: {gone} notebook(s) of roster students not handed in", file=sys.stderr)
     if args.csv is not None:
-        write_csv(everything, args.csv)
+        run.write_grades(everything, args.csv, warn=True)
     if args.canvas is None:
         return everything
     possible = {}
