@@ -26,6 +26,7 @@ import argparse
 import contextlib
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -36,8 +37,11 @@ import course_utils.minigraph as mg
 from course_utils import bench, data, models
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(description: str = __doc__, run: Callable[[argparse.Namespace], None] | None = None,
+         ) -> None:
+    """Parse the options both inference benchmarks take (this one and ``compile_c.py``), then
+    ``run(args)`` with the thread limit in force."""
+    parser = argparse.ArgumentParser(description=description.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--max-time", type=float, default=10.0,
                         help="seconds of sampling at most, until every verdict is decided")
@@ -48,22 +52,34 @@ def main() -> None:
     args = parser.parse_args()
     limits = threadpool_limits(args.threads) if args.threads else contextlib.nullcontext()
     with limits:
-        run(args)
+        (run or globals()["run"])(args)
+
+
+def trained_cnn(train_steps: int, lr: float) -> tuple[data.Digits, dict, mg.Function]:
+    """The digits, the CNN's parameters after ``train_steps`` SGD steps in minigraph (as
+    tensors), and its forward pass as an ``mg.function`` that captures them."""
+    digits = data.load_digits()
+    trainer, _ = models.train("minigraph codegen", digits, steps=train_steps, lr=lr)
+    params = {k: mg.tensor(v) for k, v in trainer.params().items()}
+    return digits, params, mg.function(lambda x: models.minigraph_logits(x, params))
+
+
+def ort_session(fn: mg.Function, example: np.ndarray, threads: int) -> ort.InferenceSession:
+    """``fn`` exported with ``mg.onnx.export`` (traced on ``example``, batch left free) and
+    loaded in ONNX Runtime with ``threads`` threads (0: its default)."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "model.onnx"
+        mg.onnx.export(fn, path, (example,))
+        options = ort.SessionOptions()
+        if threads:
+            options.intra_op_num_threads = threads
+        return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
 def run(args: argparse.Namespace) -> None:
-    digits = data.load_digits()
-    trainer, _ = models.train("minigraph codegen", digits, steps=args.train_steps, lr=args.lr)
-    params = {k: mg.tensor(v) for k, v in trainer.params().items()}
-    cnn = mg.function(lambda x: models.minigraph_logits(x, params))
+    digits, params, cnn = trained_cnn(args.train_steps, args.lr)
     x = digits.X_test
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "digits_cnn.onnx"
-        mg.onnx.export(cnn, path, (x[:1],))
-        options = ort.SessionOptions()
-        if args.threads:
-            options.intra_op_num_threads = args.threads
-        session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    session = ort_session(cnn, x[:1], args.threads)
     graph = cnn.get_graph(mg.tensor(x))
     compiled = mg.codegen(graph)
     with mg.Graph().as_default() as static:
