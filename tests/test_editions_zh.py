@@ -349,3 +349,52 @@ def test_each_printed_verdict_word_is_glossed_once_per_notebook():
         problems += [f"{path.relative_to(ROOT)}: ({word}) {words.count(word)} times"
                      for word in sorted(set(words)) if words.count(word) > 1]
     assert not problems, "\n".join(problems)
+
+
+# --- the messages a learner meets most, in the Chinese report ----------------------------------
+
+def test_the_zh_report_gives_the_common_messages_in_chinese():
+    table = "\n".join([
+        "zh/exercises/00_setup.ipynb  (learner you, graded as 00_setup.ipynb)",
+        "  exercise  points  status    message",
+        "  00.1         0/2  error     NotImplementedError: Exercise 00.1: your code here",
+        "  00.2         1/2  fail      AssertionError: identical arrays: expected 0, got 3",
+        "  00.3         0/1  error     NotImplementedError: Exercise 00.3: your code here (in your "
+        "solution, code cell 7)",
+        "  total        1/5",
+        "  details:",
+        "    00.2, checks in code cells 6, the hidden check after code cell 6 (1/2): fail",
+        "      AssertionError: identical arrays: expected 0, got 3",
+        "      at code cell 5, line 7: `return a - b`",
+        "    00.3, check in code cell 8 (0/1): error",
+        "      timed out after 60 s (interrupted)",
+        "      not run: the kernel died in an earlier cell",
+        "      the kernel died (exit code 137)",
+        "      `n_ops` is not set: write your prediction as `n_ops = ...` in your answer cell",
+        "      1 of 3 predictions right; not right: `a`, `b`. Run the measurement below and read "
+        "why.",
+        "      ValueError: operands could not be broadcast together",
+        "  notes:",
+        "    00.1: its check cell (`assert x`) was deleted; the original was put back",
+    ])
+    assert ed.localize_table(table, "en") == table
+    zh = ed.localize_table(table, "zh").splitlines()
+    unanswered = "还没有作答（把抛出它的那一行换成你的代码）"
+    assert zh[2].endswith(f"NotImplementedError：练习 00.1 {unanswered}")
+    assert zh[3].endswith("AssertionError: identical arrays: 期望 0，实际得到 3")
+    assert zh[4].endswith(f"{unanswered}（出错的是你的答案：代码单元格 7）")
+    assert zh[7] == "    00.2 的检查（代码单元格 6、代码单元格 6 之后的隐藏检查）：1/2，fail"
+    assert zh[9] == "      位置：代码单元格 5 第 7 行：`return a - b`"
+    assert zh[10] == "    00.3 的检查（代码单元格 8）：0/1，error"
+    assert zh[11:16] == [
+        "      60 秒后超时（已被中断）",
+        "      没有运行：内核在前面的单元格中崩溃了",
+        "      内核崩溃了（退出码 137）",
+        "      `n_ops` 还没有赋值：把你的预测写成 `n_ops = ...`（写在你的答案单元格中）",
+        "      3 个预测中对了 1 个；不对的：`a`, `b`。运行下面的测量，读一读原因。"]
+    assert zh[16] == "      ValueError: operands could not be broadcast together"  # as it is
+    assert zh[18] == "    00.1: 它的检查单元格 (`assert x`) 被删除了；原来的检查已放回"
+    # the learner's code in a message is never translated
+    assert "`raise NotImplementedError(\"Exercise 00.1: your code here\")`" in ed.localize_table(
+        "      at code cell 2, line 7: `raise NotImplementedError(\"Exercise 00.1: your code "
+        "here\")`", "zh")

@@ -524,10 +524,62 @@ _TOTAL = re.compile(r"^  total( +)(\S+)$")
 _ALL = re.compile(r"^all: (\S+) points; (\d+) of (\d+) notebooks fully passed$")
 
 
+#: The messages a learner meets most in a report, in Chinese: the grader's own (an unanswered
+#: exercise, where it failed, time-outs, a dead kernel, predictions not written, edited checks)
+#: and the checks' most common form ("expected X, got Y"). Other check messages stay English
+#: (the check cells are shared with the English edition); statuses stay English (glossary).
+_MESSAGES_ZH = [(re.compile(pattern), zh) for pattern, zh in (
+    (r"NotImplementedError: Exercise (\S+): your code here",
+     r"NotImplementedError：练习 \1 还没有作答（把抛出它的那一行换成你的代码）"),
+    (r" \(in your solution, ([^)]*)\)", r"（出错的是你的答案：\1）"),
+    (r"^(    \S+), checks? in (.+) \((\d+/\d+)\): (\w+)$",
+     lambda m: f"{m[1]} 的检查（{_labels_zh(m[2])}）：{m[3]}，{m[4]}"),
+    (r"^(      )at code cell (\d+), line (\d+): ", r"\1位置：代码单元格 \2 第 \3 行："),
+    (r"^(      )at code cell (\d+): ", r"\1位置：代码单元格 \2："),
+    (r"\bcode cells? (\d+)", r"代码单元格 \1"),
+    (r"timed out after (\S+) s \(interrupted\)", r"\1 秒后超时（已被中断）"),
+    (r"timed out after (\S+) s and ignored the interrupt; its kernel was stopped",
+     r"\1 秒后超时，且没有响应中断；它的内核已被停止"),
+    (r"the check timed out after (\S+) s", r"检查在 \1 秒后超时"),
+    (r"not run: the kernel died in an earlier cell", "没有运行：内核在前面的单元格中崩溃了"),
+    (r"the kernel died \(exit code (-?\d+)\)", r"内核崩溃了（退出码 \1）"),
+    (r"the kernel died\b", "内核崩溃了"),
+    (r"`(\w+)` is not set: write your prediction as `\1 = \.\.\.`( in your answer cell)?",
+     r"`\1` 还没有赋值：把你的预测写成 `\1 = ...`（写在你的答案单元格中）"),
+    (r"(\d+) of (\d+) predictions right; not right: (.*?)\. Run the measurement below and read "
+     r"why\.", r"\2 个预测中对了 \1 个；不对的：\3。运行下面的测量，读一读原因。"),
+    (r"\bexpected (.+?), got (.+)$", r"期望 \1，实际得到 \2"),
+    (r"its check cell (.*?)was edited; the original check ran instead",
+     r"它的检查单元格 \1被编辑过；运行的是原来的检查"),
+    (r"its check cell (.*?)was deleted; the original was put back",
+     r"它的检查单元格 \1被删除了；原来的检查已放回"),
+)]
+
+
+_KIND_ZH = {"hidden": "隐藏", "restored": "恢复的"}
+
+
+def _labels_zh(labels: str) -> str:
+    """Where a report's checks are ('code cells 6, the hidden check after code cell 6'), in
+    Chinese ('代码单元格 6、代码单元格 6 之后的隐藏检查')."""
+    labels = re.sub(r"the (hidden|restored) check after code cell (\d+)",
+                    lambda m: f"代码单元格 {m[2]} 之后的{_KIND_ZH[m[1]]}检查", labels)
+    return re.sub(r"\bcode cells? ", "代码单元格 ", labels).replace(", ", "、")
+
+
+def localize_message(line: str) -> str:
+    """One line of a report's rows, details or notes with the messages of ``_MESSAGES_ZH`` in
+    Chinese (anything else as it is)."""
+    for pattern, zh in _MESSAGES_ZH:
+        line = pattern.sub(zh, line)
+    return line
+
+
 def localize_table(text: str, lang: str = "zh") -> str:
     """The grader's table (``report.format_table``) with its headings, column names, totals and
-    summary line in ``lang``. Exercise rows, statuses and check messages stay as they are (the
-    checks are shared with the English edition and speak English)."""
+    summary line in ``lang``, and the messages learners meet most (``_MESSAGES_ZH``). Statuses,
+    and check messages of other forms, stay as they are (the checks are shared with the English
+    edition and speak English)."""
     if lang != "zh":
         return text
     out = []
@@ -548,6 +600,8 @@ def localize_table(text: str, lang: str = "zh") -> str:
             line = "  错误：" + line[len("  error: "):]
         elif m := _ALL.match(line):
             line = f"全部：{m[1]} 分；{m[3]} 个笔记本中有 {m[2]} 个全部通过"
+        else:
+            line = localize_message(line)
         out.append(line)
     return "\n".join(out)
 
