@@ -1218,3 +1218,39 @@ def test_a_forged_report_scores_nothing_and_is_noted(tmp_path):
     extra = {e["exercise"]: e for e in reports["extra-field"]["exercises"]}["00.2"]
     assert extra["status"] == "tampered" and "`bonus`, which this check never reports" in \
         " ".join([extra["message"], *extra["notes"]]), extra
+
+
+def test_rebinding_a_checks_configuration_or_blinding_its_profiler_gains_nothing(tmp_path):
+    """Issue 36: ``ORDERING = ()`` in an answer cell emptied 01.1's forbid list (graphlib 1/4 ->
+    4/4), and ``sys.setprofile(None)`` blinded its depth check (a recursive answer 2/4 -> 4/4).
+    The checks import their forbid lists from course_utils.grading.routes themselves, the depth
+    check says when its profiler was replaced, and the static judge holds both answers to half
+    the points, naming the line."""
+    graphlib = ("ORDERING = ()\nimport graphlib\n\ndef topo_order(outputs):\n"
+                "    ts, todo, seen = graphlib.TopologicalSorter(), list(outputs), set()\n"
+                "    while todo:\n        n = todo.pop()\n        if n not in seen:\n"
+                "            seen.add(n)\n            ts.add(n, *n.inputs)\n"
+                "            todo.extend(n.inputs)\n    return list(ts.static_order())\n")
+    blind = ("import sys, threading\nsys.setrecursionlimit(100_000)\n\ndef topo_order(outputs):\n"
+             "    sys.setprofile(None)\n    threading.setprofile(None)\n    order, seen = [], set()\n"
+             "    def visit(n):\n        if n not in seen:\n            seen.add(n)\n"
+             "            for x in n.inputs:\n                visit(x)\n            order.append(n)\n"
+             "    for o in outputs:\n        visit(o)\n    return order\n")
+    folder = tmp_path / "subs"
+    for name, answer in (("graphlib", graphlib), ("blind", blind)):
+        nb = nbformat.read(ROOT / "solutions" / "01_computation_graphs.ipynb", as_version=4)
+        next(c for c in nb.cells if c.get("id") == "s01-sol1").source = answer
+        (folder / name).mkdir(parents=True)
+        nbformat.write(nb, folder / name / "01_computation_graphs.ipynb")
+    reports, _, _ = grade_folder(folder, ROOT / "solutions", "--jobs", "2", *(
+        ["--sandbox"] if SANDBOX else ["--no-sandbox", "--trust-submissions"]))
+    for name, route, line in (("graphlib", "graphlib", 2), ("blind", "sys.setprofile", 5)):
+        ex = {e["exercise"]: e for e in reports[name]["exercises"]}
+        got = ex["01.1"]
+        text = " ".join([got["message"], *got["notes"]])
+        assert got["points"] <= 2 and f"reaches {route} (at code cell 7, line {line})" in text, \
+            (name, got["points"], text[:400])
+        assert all(ex[e]["points"] == ex[e]["possible"] for e in ("01.2", "01.3", "01.4")), name
+    checks = {e["exercise"]: e for e in reports["graphlib"]["exercises"]}["01.1"]["checks"]
+    assert any("ForbiddenCall: your answer called graphlib" in c["message"] for c in checks), \
+        "the checks' forbid no longer holds graphlib"

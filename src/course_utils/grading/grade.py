@@ -30,7 +30,7 @@ import nbformat
 from nbformat import NotebookNode
 
 from course_utils.editions import localize_table, report_language
-from course_utils.grading import classroom
+from course_utils.grading import classroom, static
 from course_utils.grading import key as answer_key
 from course_utils.grading import sandbox as bwrap
 from course_utils.grading import verdict as verdicts
@@ -227,6 +227,8 @@ def grade_notebook(path: str | Path, solutions: str | Path, *, timeout: float = 
                             for ex, p in possible.items()]
         return report
     report.exercises = score(code, results, possible, labels)
+    # What the answers may not do, judged from their source here (never from the kernel).
+    static.apply(report.exercises, static.judge(code, reference.cells), labels)
     for e in report.exercises:
         e.notes = restored.notes.get(e.exercise, []) + e.notes
     report.notes += [n for ex, notes in restored.notes.items() if ex not in possible

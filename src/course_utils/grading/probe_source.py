@@ -77,6 +77,7 @@ def probe(nonce, mode, want, known, B):
         # baseline, so that a function of it replaced later is seen (issue 36).
         B["__import__"]("course_utils.grading.probe")
         B["__import__"]("course_utils.grading.verdict")
+        B["__import__"]("course_utils.grading.routes")  # what checks hand to forbid
         # An audit hook runs inside any code (a check's `sys._getframe()`, `compile`, `open`)
         # and could patch numpy for the check and put it back for this probe; hooks cannot be
         # listed, so from now on only a library may add one (a RuntimeError from a hook makes

@@ -1,0 +1,63 @@
+"""The routes an answer must not take, kept where no notebook cell can rebind them (issue 36).
+
+Two readers use these tuples:
+
+- check cells import them *in the check itself* (``from course_utils.grading.routes import
+  ORDERING``) and hand them to ``forbid``: a name the learner's notebook rebinds (``ORDERING =
+  ()`` in an answer cell emptied 01.1's ``forbid``) changes nothing, and rebinding the module's
+  own entry is tampering (this module is in the tamper probe's baseline);
+- the grader's static judge (``static.py``) reads the answer cells' source and caps an exercise
+  whose answer reaches one of its routes (``FORBIDDEN``, plus the string literals of the
+  ``forbid(...)`` calls in the exercise's canonical checks, plus the package's own answers from
+  ``answers_in_package``).
+
+A route is a dotted name (``"torch.autograd"``: the module and everything in it), a shell
+pattern (``"numpy.complex*"``), ``".attr"`` (that attribute of any object: ``".grad_fn"``), or
+one of the pseudo-names the static judge gives what has no dotted name (``COMPLEX_LITERAL``:
+``1j``; ``COMPLEX_DTYPE``: ``dtype="complex128"``).
+"""
+
+from __future__ import annotations
+
+#: The library's and other frameworks' automatic differentiation (lessons 01, 02, 04, 07).
+AUTODIFF = ("course_utils.minigraph.gradients", "course_utils.minigraph.Tensor.backward",
+            "course_utils.minigraph.autodiff.backprop", "course_utils.minigraph.eager.backprop",
+            "torch.autograd.grad", "torch.autograd.backward", "torch.Tensor.backward",
+            "jax.grad", "jax.vjp", "jax.value_and_grad", "jax.jacrev", "jax.jacfwd", "jax.jvp",
+            "jax.linearize")
+#: Forward mode done by a library (exercise 01.4).
+FORWARD = ("torch.func.jvp", "torch.func.jacfwd", "torch.autograd.functional.jvp",
+           "torch.autograd.forward_ad.make_dual", "course_utils.engine.backprop",
+           "course_utils.engine_forward.jvp",
+           *(f"course_utils.engine_forward.{op}_jvp"  # the course's own rules of 01.4
+             for op in ("add", "mul", "tanh", "exp", "log", "matmul", "sum")))
+#: A topological order a library works out (exercise 01.1).
+ORDERING = ("graphlib.TopologicalSorter.prepare",  # first: reached through any alias
+            "graphlib.TopologicalSorter", "networkx.topological_sort",
+            "networkx.lexicographical_topological_sort", "networkx.topological_generations",
+            "networkx.algorithms.dag.topological_generations")
+
+COMPLEX_LITERAL = "literal:complex"
+COMPLEX_DTYPE = "numpy.complex_dtype"
+#: Complex numbers, where the point is a derivative rule (the complex step gives J t to
+#: rounding with no derivative written).
+COMPLEX = ("builtins.complex", "numpy.complex*", "numpy.csingle", "numpy.cdouble",
+           "numpy.clongdouble", "numpy.clongfloat", "cmath", COMPLEX_LITERAL, COMPLEX_DTYPE)
+#: Turning off the profiler a check measures call depth with (01.1's recursion check).
+PROFILER = ("sys.setprofile", "sys.settrace", "threading.setprofile", "threading.settrace",
+            "threading.setprofile_all_threads", "threading.settrace_all_threads")
+
+#: Exercise id -> the routes the static judge holds its answer to, besides its checks'
+#: ``forbid`` literals and the package's own answers.
+FORBIDDEN: dict[str, tuple[str, ...]] = {
+    "01.1": ("graphlib", "networkx", *PROFILER),
+    "01.2": (*AUTODIFF, *COMPLEX),
+    "01.3": AUTODIFF,
+    "01.4": (*AUTODIFF, *FORWARD, *COMPLEX),
+    "02.4": ("course_utils.minigraph.gradients", "course_utils.minigraph.autodiff"),
+    # 07.1's answer subclasses torch.autograd.Function: the autograd that would do its
+    # backward for it is what is forbidden.
+    "07.1": (".grad_fn", "torch.autograd.grad", "torch.autograd.backward",
+             "torch.autograd.functional", "torch.autograd.forward_ad", "torch.func",
+             "torch.Tensor.backward"),
+}

@@ -1,0 +1,572 @@
+"""What an answer reaches, judged from its source in the grader's process (issue 36).
+
+The learner's kernel can lie about anything that runs in it; the source of the notebook it was
+given cannot. So the grader reads the code cells of the submitted notebook with ``ast`` (after
+IPython's input transformations, as the kernel would run them), never running them, and works
+out for each exercise:
+
+- **what the answer reaches**: modules and attributes, as dotted names. ``import torch.autograd
+  as ag``, ``from torch import autograd``, ``ag.grad``, ``g = ag; g.grad``,
+  ``getattr(ag, "grad")``, ``__import__("graphlib")``, ``sys.modules["x"]`` and names bound from
+  them are followed; a name the notebook's own set-up cells imported (``mg``, ``init_mlp``) is
+  resolved the same way; builtins are ``builtins.<name>``; a complex literal (``1j``) and a
+  complex dtype given as a string are named ``routes.COMPLEX_LITERAL`` and
+  ``routes.COMPLEX_DTYPE``;
+- **what hides what it reaches**: ``getattr``/``setattr``/``delattr`` with a computed name (not
+  on ``self``/``cls``, an object's own attributes), ``exec``, ``eval``, ``compile``,
+  ``__import__``, ``importlib``, ``globals()``, ``vars()``, frame access (``sys._getframe``,
+  ``inspect``, ``f_back``, ``f_globals``, ...), ``gc``, ``ctypes``, ``sys.setprofile`` and
+  ``settrace``.
+
+The answer of an exercise is its solution cells, the cells the learner added or changed after
+them, and (following the names the answer uses) the learner's earlier cells that define them.
+
+``apply`` then scores: an answer that reaches **the grader's machinery** (``course_utils.grading``,
+``sys.modules``, json's encoder, the kernel's own modules) scores 0 for that exercise and is
+flagged; one that reaches **a forbidden route** of its exercise (``routes.FORBIDDEN``, the string
+literals of the ``forbid(...)`` calls in the exercise's canonical checks, the package's own
+answers from ``answers_in_package``) scores at most half its points, with the line named; the
+other hiding constructs are noted for the instructor at no cost.
+
+>>> found = analyse("import torch.autograd as ag\\nf = ag\\ndef d(x):\\n    return f.grad(x)\\n")
+>>> sorted({r.what for r in found.reached if r.what.startswith("torch")})
+['torch.autograd', 'torch.autograd.grad']
+>>> [h.what for h in analyse("getattr(x, 'a' + b)\\ngetattr(self, name)\\n").hiding]
+['getattr with a computed name']
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import fnmatch
+import functools
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from course_utils.grading import routes
+
+#: What only the grader and the kernel's machinery use: an answer that reaches one scores 0.
+MACHINERY = ("course_utils.grading", "sys.modules", "json._default_encoder", "json.encoder",
+             "json.scanner", "ipykernel", "IPython.core", "jupyter_client", "zmq",
+             "sys.meta_path", "sys.path_hooks", "sys.addaudithook", "builtins.__builtins__")
+#: Dotted names that hide what the code reaches (noted for the instructor, no cost).
+HIDING = {"builtins.exec": "exec", "builtins.eval": "eval", "builtins.compile": "compile",
+          "builtins.__import__": "__import__", "importlib": "importlib",
+          "builtins.globals": "globals()", "builtins.vars": "vars()",
+          "sys._getframe": "frame access (sys._getframe)",
+          "sys._current_frames": "frame access (sys._current_frames)",
+          "gc": "the garbage collector (gc)",
+          **{f"inspect.{name}": f"frame access (inspect.{name})" for name in (
+              "currentframe", "stack", "trace", "getouterframes", "getinnerframes",
+              "getframeinfo")},
+          "ctypes": "ctypes", "sys.setprofile": "sys.setprofile", "sys.settrace": "sys.settrace",
+          "threading.setprofile": "threading.setprofile",
+          "threading.settrace": "threading.settrace", "types.FunctionType": "types.FunctionType",
+          "types.CodeType": "types.CodeType"}
+#: Attributes that reach frames, globals or code whatever object they are read from.
+HIDING_ATTRS = ("f_back", "f_globals", "f_locals", "f_builtins", "tb_frame", "gi_frame",
+                "cr_frame", "ag_frame", "__globals__", "__builtins__", "__subclasses__",
+                "__code__", "__closure__")
+_ATTR_FUNCTIONS = ("getattr", "setattr", "delattr", "hasattr")
+_COMPUTED_FLAGGED = ("getattr", "setattr", "delattr")
+_COMPLEX_DTYPES = ("complex", "complex64", "complex128", "complex256", "c8", "c16", "c32",
+                   "F", "D", "G", "cfloat", "cdouble", "csingle", "clongdouble")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing an answer's source does, where: the code cell (index among the notebook's
+    code cells) and the line in it (1-based)."""
+
+    cell: int
+    line: int
+    what: str
+
+
+@dataclass
+class Analysis:
+    """What one cell's source reaches and hides, and the names it defines and loads."""
+
+    reached: list[Finding] = field(default_factory=list)
+    hiding: list[Finding] = field(default_factory=list)
+    defines: set[str] = field(default_factory=set)
+    loads: set[str] = field(default_factory=set)
+    problem: str = ""  # the source could not be read (nested too deeply)
+
+
+class _Reader(ast.NodeVisitor):
+    """Walks one cell in order, keeping a table of names -> dotted names (None: a local value)."""
+
+    def __init__(self, env: dict[str, str | None], cell: int, out: Analysis) -> None:
+        self.env, self.cell, self.out = env, cell, out
+        self.local: set[str] | None = None  # names bound in the function being read
+
+    def define(self, name: str, value: str | None) -> None:
+        """Bind ``name``: a cell-level name the cell defines, or a local of a function."""
+        self.env[name] = value
+        if self.local is None:
+            self.out.defines.add(name)
+        else:
+            self.local.add(name)
+
+    # -- names ---------------------------------------------------------------------------
+
+    def resolve(self, node: ast.AST) -> str | None:
+        """The dotted name an expression stands for, or None."""
+        if isinstance(node, ast.Name):
+            if node.id in self.env:
+                return self.env[node.id]
+            return f"builtins.{node.id}" if hasattr(builtins, node.id) else None
+        if isinstance(node, ast.Attribute):
+            base = self.resolve(node.value)
+            return f"{base}.{node.attr}" if base else None
+        if isinstance(node, ast.Call):
+            func = self.resolve(node.func)
+            literal = _string(node.args[1]) if len(node.args) > 1 else None
+            if func == "builtins.getattr" and literal is not None:
+                base = self.resolve(node.args[0])
+                return f"{base}.{literal}" if base else None
+            if func in ("builtins.__import__", "importlib.import_module") and node.args:
+                name = _string(node.args[0])
+                if name is not None:  # __import__("a.b") is a; import_module("a.b") is a.b
+                    return name.split(".")[0] if func == "builtins.__import__" else name
+            return func  # a call's result: an instance of what was called, for routes
+        if isinstance(node, ast.Subscript):
+            base = self.resolve(node.value)
+            key = _string(node.slice)
+            if base == "sys.modules" and key is not None:
+                return key
+        return None
+
+    def bind(self, target: ast.AST, value: str | None) -> None:
+        if isinstance(target, ast.Name):
+            self.define(target.id, value)
+        elif isinstance(target, ast.Tuple | ast.List):
+            for item in target.elts:
+                self.bind(item.value if isinstance(item, ast.Starred) else item, None)
+        else:
+            self.visit(target)
+
+    def reach(self, node: ast.AST, what: str) -> None:
+        self.out.reached.append(Finding(self.cell, getattr(node, "lineno", 1), what))
+
+    def hide(self, node: ast.AST, what: str) -> None:
+        self.out.hiding.append(Finding(self.cell, getattr(node, "lineno", 1), what))
+
+    # -- statements that bind names -------------------------------------------------------
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            self.reach(node, alias.name)
+            if alias.asname:
+                self.define(alias.asname, alias.name)
+            else:
+                self.define(alias.name.split(".")[0], alias.name.split(".")[0])
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        module = node.module or ""
+        if node.level:  # a relative import in a notebook: nothing of the course's to follow
+            return
+        for alias in node.names:
+            if alias.name == "*":
+                self.reach(node, module)
+                continue
+            dotted = f"{module}.{alias.name}"
+            self.reach(node, dotted)
+            self.define(alias.asname or alias.name, dotted)
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        self.visit(node.value)
+        value = self.resolve(node.value)
+        for target in node.targets:
+            self.bind(target, value)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if node.value is not None:
+            self.visit(node.value)
+        self.bind(node.target, self.resolve(node.value) if node.value is not None else None)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        self.visit(node.value)
+        if isinstance(node.target, ast.Name) and (self.local is None
+                                                  or node.target.id not in self.local):
+            self.out.loads.add(node.target.id)
+        self.bind(node.target, None)
+
+    def visit_NamedExpr(self, node: ast.NamedExpr) -> None:
+        self.visit(node.value)
+        self.bind(node.target, self.resolve(node.value))
+
+    def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
+        self.visit(node.iter)
+        self.bind(node.target, None)
+        for child in node.body + node.orelse:
+            self.visit(child)
+
+    visit_AsyncFor = visit_For
+
+    def visit_With(self, node: ast.With | ast.AsyncWith) -> None:
+        for item in node.items:
+            self.visit(item.context_expr)
+            if item.optional_vars is not None:
+                self.bind(item.optional_vars, None)
+        for child in node.body:
+            self.visit(child)
+
+    visit_AsyncWith = visit_With
+
+    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
+        if node.type is not None:
+            self.visit(node.type)
+        if node.name:
+            self.define(node.name, None)
+        for child in node.body:
+            self.visit(child)
+
+    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> None:
+        for default in node.args.defaults + [d for d in node.args.kw_defaults if d]:
+            self.visit(default)
+        if not isinstance(node, ast.Lambda):
+            for decorator in node.decorator_list:
+                self.visit(decorator)
+            self.define(node.name, None)
+        outer, outer_local = self.env, self.local
+        self.env = dict(outer)  # the body's own names do not leak out (a fair approximation)
+        self.local = set(outer_local or ())
+        args = node.args
+        for arg in args.posonlyargs + args.args + args.kwonlyargs \
+                + [a for a in (args.vararg, args.kwarg) if a is not None]:
+            self.define(arg.arg, None)
+        body = [node.body] if isinstance(node, ast.Lambda) else node.body
+        for child in body:
+            self.visit(child)
+        self.env, self.local = outer, outer_local
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _function
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        for child in node.bases + [k.value for k in node.keywords] + node.decorator_list:
+            self.visit(child)
+        self.define(node.name, None)
+        outer, outer_local = self.env, self.local
+        self.env, self.local = dict(outer), set(outer_local or ())
+        for child in node.body:
+            self.visit(child)
+        self.env, self.local = outer, outer_local
+
+    def _comprehension(self, node: ast.AST) -> None:
+        outer, outer_local = self.env, self.local
+        self.env, self.local = dict(outer), set(outer_local or ())
+        for generator in node.generators:  # type: ignore[attr-defined]
+            self.visit(generator.iter)
+            self.bind(generator.target, None)
+            for condition in generator.ifs:
+                self.visit(condition)
+        for name in ("elt", "key", "value"):
+            if getattr(node, name, None) is not None:
+                self.visit(getattr(node, name))
+        self.env, self.local = outer, outer_local
+
+    visit_ListComp = visit_SetComp = visit_GeneratorExp = visit_DictComp = _comprehension
+
+    def visit_Global(self, node: ast.Global) -> None:
+        self.out.defines.update(node.names)
+
+    # -- what is reached ------------------------------------------------------------------
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if isinstance(node.ctx, ast.Load):
+            if self.local is None or node.id not in self.local:
+                self.out.loads.add(node.id)
+            dotted = self.resolve(node)
+            if dotted is not None:
+                self.reach(node, dotted)
+        elif isinstance(node.ctx, ast.Store):
+            self.define(node.id, None)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        dotted = self.resolve(node)
+        if dotted is not None:
+            self.reach(node, dotted)
+        self.reach(node, "." + node.attr)
+        if node.attr in HIDING_ATTRS:
+            self.hide(node, f"the attribute {node.attr}")
+        self.visit(node.value)
+
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        dotted = self.resolve(node)
+        if dotted is not None and self.resolve(node.value) == "sys.modules":
+            self.reach(node, dotted)
+        self.generic_visit(node)
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        if isinstance(node.value, complex):
+            self.reach(node, routes.COMPLEX_LITERAL)
+        elif isinstance(node.value, str) and "course_utils.grading" in node.value:
+            self.reach(node, "course_utils.grading")
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func = self.resolve(node.func)
+        if func is not None and func.rpartition(".")[2] in _ATTR_FUNCTIONS \
+                and func.startswith("builtins.") and len(node.args) > 1:
+            literal = _string(node.args[1])
+            if literal is not None:
+                base = self.resolve(node.args[0])
+                if base is not None:
+                    self.reach(node, f"{base}.{literal}")
+                self.reach(node, "." + literal)
+                if literal in HIDING_ATTRS:
+                    self.hide(node, f"the attribute {literal}")
+            elif func[9:] in _COMPUTED_FLAGGED and not (
+                    isinstance(node.args[0], ast.Name) and node.args[0].id in ("self", "cls")):
+                self.hide(node, f"{func[9:]} with a computed name")
+        if func in ("builtins.__import__", "importlib.import_module"):
+            target = self.resolve(node)
+            if target is not None:
+                self.reach(node, target)
+            elif not node.args or _string(node.args[0]) is None:
+                self.hide(node, f"{func.rpartition('.')[2]} of a computed name")
+        for keyword in node.keywords:
+            if keyword.arg == "dtype" and _complex_dtype(keyword.value):
+                self.reach(node, routes.COMPLEX_DTYPE)
+        if isinstance(node.func, ast.Attribute) and node.func.attr in ("astype", "view") \
+                and node.args and _complex_dtype(node.args[0]):
+            self.reach(node, routes.COMPLEX_DTYPE)
+        if func in ("numpy.asarray", "numpy.array", "numpy.zeros", "numpy.ones", "numpy.empty",
+                    "numpy.full") and len(node.args) > 1 and _complex_dtype(node.args[-1]):
+            self.reach(node, routes.COMPLEX_DTYPE)
+        self.generic_visit(node)
+
+
+def _string(node: ast.AST | None) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _complex_dtype(node: ast.AST) -> bool:
+    text = _string(node)
+    return text is not None and text.lstrip("<>=|") in _COMPLEX_DTYPES
+
+
+@functools.lru_cache(maxsize=4096)
+def _python(source: str) -> str:
+    """A cell as the kernel runs it: IPython's input transformations (magics, ``!cmd``)."""
+    from course_utils.grading.tamper import _transform
+
+    return _transform(source)
+
+
+def analyse(source: str, env: dict[str, str | None] | None = None, cell: int = 0
+            ) -> Analysis:
+    """What one cell reaches and hides; ``env`` (names bound by earlier cells) is updated with
+    the names it binds. A cell that does not parse reaches nothing (it fails in the kernel)."""
+    out = Analysis()
+    env = {} if env is None else env
+    try:
+        tree = ast.parse(_python(source))
+        _Reader(env, cell, out).visit(tree)
+    except SyntaxError:
+        pass
+    except (RecursionError, MemoryError):
+        out.problem = "it is nested too deeply for the grader to read; the instructor should " \
+            "read it"
+    return out
+
+
+# -- the exercises ----------------------------------------------------------------------------
+
+
+def matches(name: str, route: str) -> bool:
+    """Whether a dotted name an answer reaches is (in) a route."""
+    if route.startswith("."):
+        return name == route
+    return name == route or name.startswith(route + ".") or fnmatch.fnmatchcase(name, route)
+
+
+def forbid_literals(checks: Iterable[str]) -> set[str]:
+    """The string literals in the ``forbid(...)`` calls of some check cells' source, and the
+    routes they pass by name from ``routes`` (``forbid(*routes.ORDERING)``)."""
+    found: set[str] = set()
+    for source in checks:
+        try:
+            tree = ast.parse(_python(source))
+        except (SyntaxError, RecursionError, MemoryError):
+            continue
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Call) and getattr(node.func, "id", getattr(
+                    node.func, "attr", None)) == "forbid"):
+                continue
+            for arg in node.args:
+                value = arg.value if isinstance(arg, ast.Starred) else arg
+                name = getattr(value, "id", getattr(value, "attr", None))
+                if isinstance(name, str) and isinstance(getattr(routes, name, None), tuple):
+                    found.update(getattr(routes, name))
+                for inner in ast.walk(value):
+                    text = _string(inner)
+                    if text is not None:
+                        found.add(text)
+    return found
+
+
+@functools.lru_cache(maxsize=1)
+def _package_answers() -> dict[str, tuple[str, ...]]:
+    try:
+        from course_utils.grading import answers_in_package
+    except ImportError:
+        return {}
+    try:
+        return {ex: tuple(paths) for ex, paths in answers_in_package.table().items()}
+    except Exception:  # a package that cannot be scanned has no answers to hold against anyone
+        return {}
+
+
+def forbidden_routes(exercise: str, checks: Iterable[str]) -> set[str]:
+    """Every route an answer to ``exercise`` must not reach (its checks' sources given)."""
+    return (set(routes.FORBIDDEN.get(exercise, ())) | forbid_literals(checks)
+            | set(_package_answers().get(exercise, ())))
+
+
+@dataclass
+class Judgement:
+    """What the static judge found in one exercise's answer."""
+
+    exercise: str
+    machinery: list[Finding] = field(default_factory=list)
+    forbidden: list[tuple[Finding, str]] = field(default_factory=list)  # (finding, route)
+    hiding: list[Finding] = field(default_factory=list)
+    problems: list[Finding] = field(default_factory=list)  # cells too deep to read
+
+
+def judge(cells: Sequence[Mapping[str, Any]], canonical: Sequence[Mapping[str, Any]]
+          ) -> dict[str, Judgement]:
+    """The static judgement of each exercise of a submitted notebook's code ``cells`` (checks
+    already restored), against the ``canonical`` notebook's cells."""
+    from course_utils.grading.format import exercise_id, is_check, is_solution
+
+    course = {(str(c.get("id", "")), str(c.get("source", ""))) for c in canonical
+              if c.get("cell_type") == "code"}
+    code = [c for c in cells if c.get("cell_type", "code") == "code"]
+    exercises = list(dict.fromkeys(exercise_id(c) for c in canonical
+                                   if c.get("cell_type") == "code" and is_check(c)))
+    checks = {ex: [str(c.get("source", "")) for c in canonical
+                   if c.get("cell_type") == "code" and is_check(c) and exercise_id(c) == ex]
+              for ex in exercises}
+    env: dict[str, str | None] = {}
+    learner: list[tuple[int, str | None, Analysis]] = []  # (cell, exercise or None, analysis)
+    current: str | None = None
+    for i, cell in enumerate(code):
+        source = str(cell.get("source", ""))
+        if is_check(cell):
+            continue
+        found = analyse(source, env, i)
+        if is_solution(cell):
+            current = exercise_id(cell)
+            learner.append((i, current, found))
+        elif (str(cell.get("id", "")), source) not in course:
+            learner.append((i, current, found))  # a cell the learner added or changed
+    first_check = {}
+    for i, cell in enumerate(code):
+        if is_check(cell):
+            first_check.setdefault(exercise_id(cell), i)
+    out = {}
+    for ex in exercises:
+        result = Judgement(ex)
+        routes_ = forbidden_routes(ex, checks[ex])
+        # Code that reaches the grader's machinery changes every check that runs after it.
+        result.machinery += [f for i, _, found in learner if i < first_check.get(ex, len(code))
+                             for f in found.reached if any(matches(f.what, m) for m in MACHINERY)]
+        for found in _answer_cells(ex, learner):
+            if found.problem:
+                result.problems.append(Finding(0, 0, found.problem))
+            result.hiding += found.hiding
+            for f in found.reached:
+                if any(matches(f.what, m) for m in MACHINERY):
+                    result.machinery.append(f)
+                elif f.what in HIDING or any(f.what.startswith(h + ".") for h in HIDING
+                                             if "." not in h):
+                    result.hiding.append(Finding(f.cell, f.line, HIDING.get(
+                        f.what, HIDING.get(f.what.split(".")[0], f.what))))
+                route = next((r for r in sorted(routes_) if matches(f.what, r)), None)
+                if route is not None:
+                    result.forbidden.append((f, route))
+        result.hiding = list(dict.fromkeys(result.hiding))
+        result.machinery = list(dict.fromkeys(result.machinery))
+        result.forbidden = list(dict.fromkeys(result.forbidden))
+        out[ex] = result
+    return out
+
+
+def _answer_cells(exercise: str, learner: list[tuple[int, str | None, Analysis]]
+                  ) -> list[Analysis]:
+    """The analyses of an exercise's answer: its solution cells and the learner's cells after
+    them (before the next exercise's), and the earlier learner cells that define a name these
+    use (followed until nothing new is added)."""
+    own = [k for k, (_, ex, _) in enumerate(learner) if ex == exercise]
+    if not own:
+        return []
+    chosen, loads = set(own), set()
+    for k in own:
+        loads |= learner[k][2].loads
+    changed = True
+    while changed:
+        changed = False
+        for k, (_, _, found) in enumerate(learner):
+            if k not in chosen and k < max(own) and found.defines & loads:
+                chosen.add(k)
+                loads |= found.loads
+                changed = True
+    return [learner[k][2] for k in sorted(chosen)]
+
+
+# -- scoring ----------------------------------------------------------------------------------
+
+
+def _where(f: Finding, labels: Sequence[str]) -> str:
+    label = labels[f.cell] if f.cell < len(labels) else f"code cell {f.cell + 1}"
+    return f"{label}, line {f.line}"
+
+
+def _shown(name: str) -> str:
+    if name == routes.COMPLEX_LITERAL:
+        return "a complex literal (1j)"
+    if name == routes.COMPLEX_DTYPE:
+        return "a complex dtype"
+    return name.lstrip(".") if name.startswith(".") else name
+
+
+def apply(results: Sequence[Any], judgements: Mapping[str, Judgement],
+          labels: Sequence[str]) -> None:
+    """Score ``results`` (``report.ExerciseResult``) by the static judgement, in place."""
+    for result in results:
+        found = judgements.get(result.exercise)
+        if found is None:
+            continue
+        if found.machinery:
+            f = found.machinery[0]
+            text = (f"your answer reaches the grader's machinery ({_shown(f.what)}, at "
+                    f"{_where(f, labels)}): this exercise scores 0")
+            result.points, result.status, result.message = 0, "tampered", text
+            result.notes.append(text)
+        elif found.forbidden and result.points > result.possible / 2:
+            f, route = found.forbidden[0]
+            text = (f"a shortcut: your answer reaches {_shown(f.what)} (at {_where(f, labels)}), "
+                    f"which exercise {result.exercise} asks you to do without "
+                    f"({_shown(route)}): at most half the points")
+            result.points = result.possible / 2
+            result.status, result.message = "fail", text
+            result.notes.append(text)
+        elif found.forbidden:
+            f, route = found.forbidden[0]
+            result.notes.append(f"your answer reaches {_shown(f.what)} (at {_where(f, labels)}),"
+                                f" which exercise {result.exercise} asks you to do without: "
+                                "such an answer scores at most half the points")
+        hidden = list(dict.fromkeys(f"{f.what} at {_where(f, labels)}"
+                                    for f in found.hiding))
+        if hidden:
+            result.notes.append("for the instructor: the answer uses constructs that hide what "
+                                "it reaches: " + "; ".join(hidden[:8])
+                                + (" ..." if len(hidden) > 8 else ""))
+        for problem in found.problems:
+            result.notes.append(f"for the instructor: an answer cell of {result.exercise} "
+                                f"could not be read by the static judge ({problem.what})")

@@ -1,0 +1,189 @@
+"""The static judge (course_utils.grading.static, issue 36): what an answer reaches, read from its
+source in the grader, and how that scores. Each answer is a solutions notebook of the course with
+one answer cell replaced, judged against the untouched notebook."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from course_utils.grading import static
+from course_utils.grading.format import exercise_id, is_solution
+from course_utils.grading.report import ExerciseResult
+from course_utils.grading.run import code_cells
+
+ROOT = Path(__file__).resolve().parents[1]
+_NOTEBOOKS: dict[str, nbformat.NotebookNode] = {}
+
+
+def canonical(name: str) -> nbformat.NotebookNode:
+    if name not in _NOTEBOOKS:
+        _NOTEBOOKS[name] = nbformat.read(ROOT / "solutions" / f"{name}.ipynb", as_version=4)
+    return _NOTEBOOKS[name]
+
+
+def judged(name: str, exercise: str, answer: str | None = None, *, first: bool = True
+           ) -> static.Judgement:
+    """The judgement of ``exercise`` when its (first) answer cell holds ``answer``."""
+    reference = canonical(name)
+    nb = copy.deepcopy(reference)
+    if answer is not None:
+        cell = next(c for c in nb.cells if is_solution(c) and exercise_id(c) == exercise)
+        cell.source = answer
+    return static.judge(code_cells(nb), reference.cells)[exercise]
+
+
+TOPO = "def topo_order(outputs):\n    {}\n"
+GRAPHLIB = TOPO.format(
+    "import graphlib\n    ts = graphlib.TopologicalSorter({n: n.inputs for n in outputs})\n"
+    "    return list(ts.static_order())")
+
+
+@pytest.mark.parametrize("name", ["00_setup", "01_computation_graphs", "02_static_graphs",
+                                  "07_pytorch_autograd"])
+def test_the_solutions_reach_nothing_forbidden(name):
+    for exercise, found in static.judge(code_cells(canonical(name)),
+                                        canonical(name).cells).items():
+        assert not found.machinery and not found.forbidden, (exercise, found)
+
+
+@pytest.mark.parametrize("answer, route", [
+    (GRAPHLIB, "graphlib"),
+    (TOPO.format("from graphlib import TopologicalSorter as T\n    g = T\n"
+                 "    return list(g({n: n.inputs for n in outputs}).static_order())"),
+     "graphlib"),
+    (TOPO.format("ts = getattr(__import__('graphlib'), 'TopologicalSorter')\n"
+                 "    return list(ts({n: n.inputs for n in outputs}).static_order())"),
+     "graphlib"),
+    # The in-kernel name the check once read: rebinding it changes nothing here.
+    ("ORDERING = ()\n" + GRAPHLIB, "graphlib"),
+    # Blinding the depth check's profiler (issue 36: 2/4 -> 4/4).
+    ("import sys\n" + TOPO.format("sys.setprofile(None)\n    return []"), "sys.setprofile"),
+    # The course's own answer, from the package.
+    ("from course_utils.engine import topo_order\n", "course_utils.engine.topo_order"),
+])
+def test_a_forbidden_route_of_01_1_is_found_however_it_is_reached(answer, route):
+    found = judged("01_computation_graphs", "01.1", answer)
+    assert route in {r for _, r in found.forbidden}, found
+    assert not found.machinery
+
+
+@pytest.mark.parametrize("rule", [
+    "lambda tangents, out, x: np.imag(np.tanh(np.asarray(x, dtype=complex) + 1e-20j "
+    "* tangents[0])) / 1e-20",
+    "lambda tangents, out, x: np.imag(np.tanh(x + 1e-20j * tangents[0])) / 1e-20",
+    "lambda tangents, out, x: np.imag(np.tanh(x.astype('complex128'))) * tangents[0]",
+    "lambda tangents, out, x: np.imag(np.tanh(np.complex128(x))) * tangents[0]",
+])
+def test_the_complex_step_is_a_forbidden_route_of_01_4(rule):
+    found = judged("01_computation_graphs", "01.4", f'JVP["tanh"] = {rule}\n')
+    assert found.forbidden, found
+
+
+def test_other_lessons_routes_from_the_table():
+    found = judged("02_static_graphs", "02.4", "def silu_impl(x):\n    return x\n"
+                   "def silu_vjp(g, out, x):\n    return tuple(mg.gradients(out, [x], g))\n")
+    assert "course_utils.minigraph.gradients" in {r for _, r in found.forbidden}
+    found = judged("07_pytorch_autograd", "07.1", (
+        "class SiLU(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n"
+        "        return x * torch.sigmoid(x)\n    @staticmethod\n"
+        "    def backward(ctx, g):\n        return g.grad_fn(g)\n"))
+    assert ".grad_fn" in {r for _, r in found.forbidden}
+
+
+HONEST_GETATTR = TOPO.format(
+    "order, done = [], set()\n"
+    "    stack = [(n, False) for n in reversed(list(outputs))]\n"
+    "    while stack:\n"
+    "        node, ready = stack.pop()\n"
+    "        if node in done:\n            continue\n"
+    "        if ready:\n            done.add(node)\n            order.append(node)\n"
+    "        else:\n            stack.append((node, True))\n"
+    "            stack.extend((x, False) for x in reversed(getattr(node, 'inputs')))\n"
+    "    return order") + (
+    "class Walker:\n    def __init__(self, **fields):\n        for k, v in fields.items():\n"
+    "            setattr(self, k, v)\n    def get(self, name):\n"
+    "        return getattr(self, name)\n")
+
+
+def test_honest_getattr_costs_nothing_and_is_not_flagged():
+    found = judged("01_computation_graphs", "01.1", HONEST_GETATTR)
+    assert not found.forbidden and not found.machinery and not found.hiding, found
+
+
+def test_a_computed_getattr_on_another_object_is_flagged_at_no_cost():
+    found = judged("01_computation_graphs", "01.1",
+                   HONEST_GETATTR + "field = 'in' + 'puts'\nwidth = len(getattr(a, field))\n")
+    assert [h.what for h in found.hiding] == ["getattr with a computed name"]
+    assert not found.forbidden and not found.machinery
+    result = ExerciseResult("01.1", 4, 4, "pass")
+    static.apply([result], {"01.1": found}, [f"code cell {i + 1}" for i in range(80)])
+    assert result.points == 4 and result.status == "pass"
+    assert "getattr with a computed name" in result.notes[0] and "line" in result.notes[0]
+
+
+@pytest.mark.parametrize("attack", [
+    "import course_utils.grading.probe as p\np._pending = {}\n",
+    "__import__('course_utils.grading.probe')\n",
+    "import sys\nsys.modules['course_utils.grading.probe']._take = print\n",
+    "import json\njson._default_encoder = None\n",
+    "import importlib\nimportlib.import_module('course_utils.grading.verdict')\n",
+])
+def test_reaching_the_grader_scores_0_for_this_exercise_and_every_later_one(attack):
+    found = static.judge(code_cells(_with("00_setup", "00.1", "def mean_squared_error(p, t):\n"
+                                          "    return 0.5\n" + attack)),
+                         canonical("00_setup").cells)
+    assert found["00.1"].machinery and found["00.2"].machinery, found
+    results = [ExerciseResult("00.1", 2, 2, "pass"), ExerciseResult("00.2", 2, 2, "pass")]
+    static.apply(results, found, [f"code cell {i + 1}" for i in range(20)])
+    assert [(r.points, r.status) for r in results] == [(0, "tampered")] * 2
+    assert "grader's machinery" in results[0].notes[0] and "line" in results[0].notes[0]
+
+
+def _with(name: str, exercise: str, answer: str) -> nbformat.NotebookNode:
+    nb = copy.deepcopy(canonical(name))
+    next(c for c in nb.cells if is_solution(c) and exercise_id(c) == exercise).source = answer
+    return nb
+
+
+def test_a_shortcut_scores_at_most_half_and_says_where():
+    found = judged("01_computation_graphs", "01.1", GRAPHLIB)
+    result = ExerciseResult("01.1", 4, 4, "pass")
+    static.apply([result], {"01.1": found}, [f"code cell {i + 1}" for i in range(80)])
+    assert result.points == 2 and result.status == "fail"
+    assert "graphlib" in result.message and "line 2" in result.message
+    low = ExerciseResult("01.1", 1, 4, "fail", "AssertionError: ...")
+    static.apply([low], {"01.1": found}, [])
+    assert low.points == 1 and "graphlib" in low.notes[0]
+
+
+def test_a_helper_in_an_earlier_cell_counts_for_the_answer_that_uses_it():
+    nb = _with("01_computation_graphs", "01.1",
+               "import graphlib\ndef helper(outputs):\n"
+               "    return list(graphlib.TopologicalSorter().static_order())\n"
+               "def topo_order(outputs):\n    return helper(outputs)\n")
+    found = static.judge(code_cells(nb), canonical("01_computation_graphs").cells)
+    assert found["01.1"].forbidden
+    nb.cells.insert(1, nbformat.v4.new_code_cell(
+        "def seconds(x):\n    return np.imag(np.exp(x + 1e-20j)) / 1e-20\n"))
+    answer = next(c for c in nb.cells if is_solution(c) and exercise_id(c) == "01.4")
+    answer.source = 'JVP["exp"] = lambda tangents, out, x: seconds(x) * tangents[0]\n'
+    found = static.judge(code_cells(nb), canonical("01_computation_graphs").cells)
+    assert found["01.4"].forbidden and not found["01.3"].forbidden
+
+
+def test_an_answer_nested_too_deeply_is_a_note_not_an_error():
+    deep = "x = " + "+".join(["1"] * 100_000) + "\n"  # ast.parse: RecursionError
+    found = judged("00_setup", "00.1", "def mean_squared_error(p, t):\n    return 0.5\n" + deep)
+    result = ExerciseResult("00.1", 0, 2, "fail", "AssertionError: ...")
+    static.apply([result], {"00.1": found}, [])
+    assert found.problems and "nested too deeply" in result.notes[-1]
+    assert result.status == "fail"
+
+
+def test_magics_are_read_as_the_kernel_runs_them():
+    found = static.analyse("%timeit -n1 f()\nimport graphlib as g\n!ls\n")
+    assert "graphlib" in {r.what for r in found.reached}
