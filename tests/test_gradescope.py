@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -90,6 +91,33 @@ def test_the_bundle_holds_the_checks_and_key_and_no_solution(bundle):
     assert build.main(["--gradescope", str(bundle)]) == 2, "refuses an existing folder"
 
 
+def _venv(folder: Path, package: Path) -> Path:
+    """A Python environment like the one setup.sh installs: ``package`` copied into its own
+    site-packages (as pip installs it), every other package a link to this one's (inside the
+    environment's prefix, where the probe expects a library's files; the sandbox would not
+    show the links' targets). The grader then runs from the copy, and its course guard watches
+    and puts back the copy, never the checkout's src/, where other work may be going on.
+    Returns its python."""
+    import site
+
+    version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    base = Path(getattr(sys, "_base_executable", sys.executable))
+    (folder / "bin").mkdir(parents=True)
+    (folder / "bin" / "python").symlink_to(base)
+    (folder / "pyvenv.cfg").write_text(f"home = {base.parent}\n"
+                                       "include-system-site-packages = false\n")
+    packages = folder / "lib" / version / "site-packages"
+    packages.mkdir(parents=True)
+    for ours in map(Path, site.getsitepackages()):
+        for entry in ours.iterdir():
+            if not entry.name.startswith(("__editable__", package.name)) and \
+                    not (packages / entry.name).exists():
+                (packages / entry.name).symlink_to(entry)
+    shutil.copytree(package, packages / package.name,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    return folder / "bin" / "python"
+
+
 def _autograder(tmp_path: Path, bundle: Path, notebook: nbformat.NotebookNode | None, *,
                 no_bwrap: bool = False, files: dict[str, str] | None = None,
                 returncode: int = 0) -> dict:
@@ -110,7 +138,10 @@ def _autograder(tmp_path: Path, bundle: Path, notebook: nbformat.NotebookNode | 
     for name, text in (files or {}).items():
         (root / "submission" / name).parent.mkdir(parents=True, exist_ok=True)
         (root / "submission" / name).write_text(text)
-    env = {**os.environ, "AUTOGRADER_ROOT": str(root), "AUTOGRADER_PYTHON": sys.executable}
+    python = sys.executable  # the sandbox shows the kernel this one's packages
+    if no_bwrap:  # without it, the course guard watches the grading package it runs from
+        python = _venv(root / "venv", root / "source" / "src" / "course_utils")
+    env = {**os.environ, "AUTOGRADER_ROOT": str(root), "AUTOGRADER_PYTHON": str(python)}
     if no_bwrap:
         fake = tmp_path / "fake-bin"
         fake.mkdir()
