@@ -1254,3 +1254,40 @@ def test_rebinding_a_checks_configuration_or_blinding_its_profiler_gains_nothing
     checks = {e["exercise"]: e for e in reports["graphlib"]["exercises"]}["01.1"]["checks"]
     assert any("ForbiddenCall: your answer called graphlib" in c["message"] for c in checks), \
         "the checks' forbid no longer holds graphlib"
+
+
+def test_a_hidden_check_shows_neither_its_inputs_nor_its_expected_values(tmp_path):
+    """Issue 36: lookup tables grown from hidden checks' messages (00.2 2/2 after four gradings).
+    An answer right on the visible cases only: the hidden check's verdict says "sizes (7, 1):
+    expected 8, got 0"; what the grader writes says what kind of case failed and what to look at,
+    in the table, the JSON, the CSV and the HTML feedback, and nothing of its inputs or values."""
+    lookup = ("def count_parameters(sizes) -> int:\n"
+              "    return {(3, 2): 8, (2, 8, 2): 42, tuple(MLP_SIZES): sum(\n"
+              "        a * b + b for a, b in zip(MLP_SIZES, MLP_SIZES[1:]))}.get(tuple(sizes), 0)\n")
+    raises = ("def count_parameters(sizes) -> int:\n"  # its error names the hidden input
+              "    if tuple(sizes) not in ((3, 2), (2, 8, 2), tuple(MLP_SIZES)):\n"
+              "        raise ValueError(f'never seen {tuple(sizes)}')\n"
+              "    return sum(a * b + b for a, b in zip(sizes, sizes[1:]))\n")
+    folder = tmp_path / "subs"
+    for name, answer in (("lookup", lookup), ("raises", raises)):
+        (folder / name).mkdir(parents=True)
+        nbformat.write(exercise_00({"00.2": answer}), folder / name / "00_setup.ipynb")
+    csv_path, feedback = tmp_path / "grades.csv", tmp_path / "feedback"
+    sandbox = ["--sandbox"] if SANDBOX else ["--no-sandbox", "--trust-submissions"]
+    reports, done, _ = grade_folder(folder, ROOT / "solutions", "--csv", str(csv_path),
+                                    "--feedback", str(feedback), *sandbox)
+    table = subprocess.run([sys.executable, "-m", "course_utils.grading.grade", str(folder),
+                            "--solutions", str(ROOT / "solutions"), *sandbox],
+                           capture_output=True, text=True, cwd=ROOT, timeout=600 * SLOW)
+    for name, what in (("lookup", "gave a wrong result"), ("raises", "raised ValueError")):
+        ex = {e["exercise"]: e for e in reports[name]["exercises"]}["00.2"]
+        assert ex["points"] == 1, ex  # the visible check passes, the hidden one does not
+        hidden = next(c for c in ex["checks"] if c["hidden"])
+        assert what in hidden["message"] and "other layer sizes" in hidden["message"], hidden
+    written = {"json": done.stdout, "table": table.stdout + table.stderr,
+               "csv": csv_path.read_text(),
+               **{p.name: p.read_text() for p in feedback.iterdir()}}
+    for where, text in written.items():
+        for secret in ("(7, 1)", "(4, 5, 6, 3)", "(1, 1, 1, 1, 1)", "(64, 10)", "expected 8",
+                       "expected 650"):
+            assert secret not in text, f"{where} shows the hidden check's {secret!r}"

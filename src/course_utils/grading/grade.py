@@ -39,6 +39,7 @@ from course_utils.grading.format import (
     describe,
     exercise_id,
     exercises,
+    grading,
     is_check,
     is_hidden,
     is_solution,
@@ -353,7 +354,33 @@ def _score_check(code: list[NotebookNode], results: list[CellResult], ex: str, i
                 suffix = f" (after {labels[cause]} (`{_first_code_line(code[cause])}`) " \
                     f"failed: {blamed.summary})"
                 message, summary = _first_line_plus(message, suffix), summary + suffix
+        if hidden and (cause is None or not is_solution(code[cause])):
+            message = summary = hidden_feedback(code[i], ex, status, message)
+            where = "" if where.startswith(labels[i]) else where
     return CheckResult(i + 1, 0, worth, status, message, where, hidden, labels[i]), summary
+
+
+_ERROR_NAME = re.compile(r"^([A-Za-z_][\w.]*): ")
+
+
+def hidden_feedback(cell: NotebookNode, ex: str, status: str, message: str) -> str:
+    """What a learner reads of a hidden check that did not pass: the kind of case it tries and
+    what to look at (the check's ``grading.about``, written for them), and whether the answer
+    gave a wrong result or raised (the exception's name only). Never the verdict's message nor
+    the kernel's: either may hold the hidden inputs or the expected values (issue 36: lookup
+    tables grown from such messages scored full marks)."""
+    about = str(grading(cell).get("about") or "").strip().rstrip(".") or (
+        f"inputs the visible checks of {ex} do not try: the exercise's text says what kind; "
+        "make sure your answer does not depend on the visible checks' inputs")
+    found = _ERROR_NAME.match(message)
+    if status == "fail":
+        what = "gave a wrong result"
+    elif found and found.group(1) != "AssertionError":
+        what = f"raised {found.group(1)}"
+    else:
+        what = "did not finish"
+    return (f"the hidden check of {ex} {what}. It tries {about}. A hidden check never shows "
+            "its inputs or expected values: try cases of that kind yourself")
 
 
 def _first_code_line(cell: NotebookNode) -> str:
