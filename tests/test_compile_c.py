@@ -190,6 +190,10 @@ UNARY = {
     "slices": (lambda a: a[:, ::-1] * a + mg.expand_dims(a[:, 1], 1)
                + mg.sum(a[:, 1:3], axis=1, keepdims=True),
                lambda a: a[:, ::-1] * a + a[:, 1:2] + a[:, 1:3].sum(1, keepdims=True)),
+    "logsumexp": (lambda a: a - mg.logsumexp(a, axis=1, keepdims=True),
+                  lambda a: a - np.log(np.exp(a).sum(1, keepdims=True))),
+    "concat": (lambda a: mg.concat([a[:, 3:], mg.tanh(a[:, :2]), a[:, 2:3] * 2.0], axis=1),
+               lambda a: np.concatenate([a[:, 3:], np.tanh(a[:, :2]), a[:, 2:3] * 2], 1)),
     "where": (lambda a: mg.where(a > 0.25, a, a * -0.5) + mg.cast(a < 0, "float32"),
               lambda a: np.where(a > 0.25, a, a * -0.5) + (a < 0)),
 }

@@ -426,12 +426,13 @@ def index(vec: list[int]) -> str:
 
 
 def emit_loop(node: Node, out: Loc, slots: list[_Slot], lines: list[str], indent: str) -> None:
-    """A fused loop writing the last slot's value at every index of ``out`` (contiguous)."""
+    """A fused loop writing the last slot's value at every index of ``out`` (by its strides:
+    contiguous, except concat's blocks)."""
     builder = LoopBuilder(slots, out.shape, describe(node))
     result = builder.value(len(slots) - 1, tuple(range(len(out.shape))))
     sizes = [out.dim(k) for k in range(len(out.shape))]
     loads = [expr for _, _, expr in builder.body if isinstance(expr, _Load)]
-    sizes, vecs = collapse(sizes, [contiguous_strides(out.shape)] + [ld.strides for ld in loads])
+    sizes, vecs = collapse(sizes, [out.strides] + [ld.strides for ld in loads])
     out_vec, load_vecs = vecs[0], iter(vecs[1:])
     pointers = sorted({ld.leaf for ld in loads})
     lines.append(f"{indent}{{")
@@ -781,6 +782,44 @@ def _softmax(log: bool) -> Callable[..., list[str]]:
     return kernel
 
 
+def kernel_logsumexp(ctx: Emitter, node: Node, out: Loc, ins: list[Loc]) -> list[str]:
+    """log(sum(exp(x))) over the trailing axes, shifted by their max as minigraph's impl is."""
+    (x,) = ins
+    axes = S.normalize_axes(node.attrs.get("axis"), len(x.shape))
+    if not x.contiguous or axes != tuple(range(len(x.shape) - len(axes), len(x.shape))):
+        raise CompileError(f"{describe(node)}: logsumexp has a C template for the last axes of "
+                           f"a contiguous value only; transpose the axes to the end first")
+    t = ctype(out.dtype)
+    f = (lambda name: name + "f") if out.dtype == np.float32 else (lambda name: name)
+    first = len(x.shape) - len(axes)
+    outer, inner = x.count(0, first), x.count(first)
+    return [
+        f"for (int64_t r = 0; r < {outer}; r++) {{",
+        f"  const {t} *src = {x.ptr} + r * {inner};",
+        f"  {t} m = -INFINITY;",
+        f"  for (int64_t j = 0; j < {inner}; j++) m = src[j] > m ? src[j] : m;",
+        "  m = isfinite(m) ? m : 0;  /* as numpy: no shift by an infinite max */",
+        "  double s = 0;",
+        f"  for (int64_t j = 0; j < {inner}; j++) s += {f('exp')}(src[j] - m);",
+        f"  (({t} *)({out.ptr}))[r] = ({t})log(s) + m;",
+        "}",
+    ]
+
+
+def kernel_concat(ctx: Emitter, node: Node, out: Loc, ins: list[Loc]) -> list[str]:
+    """One copy loop per input, into its block of the output (any strides, any dtype)."""
+    (axis,) = S.normalize_axes(node.attrs.get("axis", 0), len(out.shape))
+    lines, at = [], 0
+    for x in ins:
+        dst = Loc(f"({out.ptr} + {at * out.strides[axis]})", x.shape, out.strides, out.dtype,
+                  out.batched)
+        slots = [_Slot("leaf", x.shape, x.dtype, loc=x),
+                 _Slot("step", x.shape, x.dtype, op="identity", args=(0,))]
+        emit_loop(node, dst, slots, lines, "")
+        at += x.shape[axis]
+    return lines
+
+
 Kernel = Callable[["Emitter", Node, Loc, list[Loc]], list[str]]
 
 # fmt: off
@@ -794,6 +833,8 @@ KERNELS: dict[str, Kernel] = {
     "max":         _reduce("max"),
     "softmax":     _softmax(log=False),
     "log_softmax": _softmax(log=True),
+    "logsumexp":   kernel_logsumexp,
+    "concat":      kernel_concat,
 }
 # fmt: on
 
