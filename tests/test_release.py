@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
@@ -122,3 +124,85 @@ def test_make_env_builds_a_read_only_environment_without_developer_tools():
     assert "chmod -R a+rX,go-w /srv/x" in plan, "read-only for everyone but its owner"
     hub = [line for line in plan.splitlines() if "pip install" in line]
     assert not any(tool in " ".join(hub) for tool in ("dev", "site", "ruff", "pytest-xdist"))
+
+
+# --- the release's README and Makefile tell the truth about the release ------------------------
+
+FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
+#: Commands that start a server and keep running: checked with `make -n`, not run.
+SERVERS = (("make", "lab"),)
+
+
+def _venv_shim(folder: Path) -> Path:
+    """A VENV for the release's Makefile that runs the course's own environment (the one running
+    these tests), so that `make grade` grades without installing anything."""
+    bin_ = folder / "bin"
+    bin_.mkdir(parents=True)
+    course = Path(sys.executable).parent
+    for tool in ("python", "course-grade", "jupyter"):
+        (bin_ / tool).write_text(f'#!/bin/sh\nexec "{course / tool}" "$@"\n')
+        (bin_ / tool).chmod(0o755)
+    (folder / ".installed").write_text("cpu,lab\n")  # newer than the release's pyproject.toml
+    return folder
+
+
+def _commands(readme: str) -> list[str]:
+    return [line.split("#", 1)[0].strip() for block in FENCE.findall(readme)
+            for line in block.splitlines() if line.split("#", 1)[0].strip()]
+
+
+@pytest.mark.slow
+def test_every_command_the_release_readme_names_works_in_the_release(tmp_path):
+    target = tmp_path / "class"
+    assert build.main(["--release", str(target), "--lessons", "01,02"]) == 0
+    readme = (target / "README.md").read_text()
+    for absent in ("make test", "make site", "solutions/0", "tests/test_", "zh/"):
+        assert absent not in readme, absent
+    commands = _commands(readme)
+    assert {"make lab", "make help", "git pull",
+            "make grade NB=exercises/01_computation_graphs.ipynb",
+            "course-grade exercises/01_computation_graphs.ipynb"} <= set(commands), commands
+    venv = _venv_shim(tmp_path / "venv")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+           "PYTHONPATH": str(target / "src")}  # the release's own package
+    clone = tmp_path / "learner"
+    _git(tmp_path, "clone", "--quiet", str(target), str(clone))
+    for command in commands:
+        argv = shlex.split(command)
+        if argv[0] == "make":
+            argv += [f"VENV={venv}"]
+        if tuple(argv[:2]) in SERVERS:
+            plan = subprocess.run(["make", "-n", *argv[1:]], cwd=target, env=env,
+                                  capture_output=True, text=True)
+            assert plan.returncode == 0, (command, plan.stderr)
+            assert f"{venv}/bin/jupyter lab" in plan.stdout, plan.stdout
+            continue
+        where = clone if argv[:2] == ["git", "pull"] else target
+        done = subprocess.run(argv, cwd=where, env=env, capture_output=True, text=True,
+                              timeout=900)
+        out = done.stdout + done.stderr
+        if "grade" in command:  # an exercise notebook as released: checks fail, status 1
+            assert done.returncode == (2 if argv[0] == "make" else 1), (command, out)
+            assert argv[0] != "make" or "Error 1" in out, out  # make's 2, course-grade's 1
+            assert "the grader could not run" not in out, (command, out)
+            assert all(f"01.{k}" in out for k in (1, 2, 3, 4)) and "total" in out, out
+        else:
+            assert done.returncode == 0, (command, out)
+
+
+def test_the_release_makefile_offers_what_works_and_says_why_the_rest_is_absent(tmp_path):
+    target = tmp_path / "class"
+    assert build.main(["--release", str(target), "--lessons", "01"]) == 0
+    course = (ROOT / "Makefile").read_text()
+    targets = {t for line in course.splitlines() if line.startswith(".PHONY:")
+               for t in line.split(":", 1)[1].split()}
+    assert {"test", "site", "audit", "exercises", "lab", "grade"} <= targets
+    offered = {"venv", "kernel", "lab", "grade", "clean", "help"}
+    for name in sorted(targets - offered):
+        done = subprocess.run(["make", "-s", name], cwd=target, capture_output=True, text=True)
+        assert done.returncode == 2 and f"make {name}: not in a release: " in done.stderr, \
+            (name, done.stdout, done.stderr)
+    for name in sorted(offered & targets):  # every prerequisite resolves
+        done = subprocess.run(["make", "-n", name], cwd=target, capture_output=True, text=True)
+        assert done.returncode == 0, (name, done.stderr)
+    assert "pytest" not in (target / "Makefile").read_text()

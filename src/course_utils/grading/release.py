@@ -7,8 +7,9 @@ A release holds the chosen lessons (lesson 00, set-up and grading, always), thei
 fresh from ``solutions/`` (no solution, no hidden check), ``.course-checks/`` (the same exercise
 notebooks: the checks ``course-grade`` restores when a learner grades their own work), the
 package and the set-up files. No ``solutions/``, no ``tests/`` (the shortcut fixtures hold right
-answers). Its README is the course's, with every link to a file the release lacks turned into
-plain text and a first section saying what the release holds and how grading works in it.
+answers). Its README and Makefile are its own (``release_files.py``): the README says what the
+release holds, how to start it and grade in it, and which answers it withholds; the Makefile
+offers what works there, and its other targets say why they are absent.
 
 The package's own answers to exercises (code marked ``### BEGIN SOLUTION NN.k`` in
 ``src/course_utils``: lesson 01's engine, the passes lesson 03 asks for, ...) are withheld: each
@@ -37,7 +38,7 @@ from pathlib import Path
 
 import nbformat
 
-from course_utils.grading import answers_in_package
+from course_utils.grading import answers_in_package, release_files
 from course_utils.grading.build import RELEASE_CHECKS
 from course_utils.grading.format import is_hidden
 
@@ -156,40 +157,6 @@ def unlink_missing(markdown: str, exists) -> str:
     return _LINK.sub(fix, markdown)
 
 
-def release_readme(course_readme: str, lessons: list[str], exists) -> str:
-    """The release's README: what this release holds and how grading works in it, then the
-    course's README without links to files the release lacks."""
-    numbers = ", ".join(stem.split("_", 1)[0] for stem in lessons)
-    intro = f"""# This release
-
-This is a learners' copy of the course "Computation graphs, from the inside", released for a
-class. It holds lessons {numbers}: `notebooks/`, and `exercises/` for you to fill in. Your
-instructor adds the next lessons to it as the class goes on; pulling again (the class's link, or
-`git pull`) brings them and keeps your work.
-
-**Grade yourself** in a terminal in this folder (JupyterLab: *File → New → Terminal*):
-
-```
-course-grade exercises/01_computation_graphs.ipynb
-```
-
-On a class server (JupyterHub) `course-grade` is already installed; on your own machine
-`make grade NB=exercises/01_computation_graphs.ipynb` installs the course first. The grader runs a
-copy of your notebook in a fresh kernel, puts back the check cells as the course wrote them, and
-scores each check on its own. Here it uses the checks you can see (`.course-checks/` holds them as
-released).
-
-**What only your instructor's grading sees:** the instructor grades the notebooks you hand in
-with the full course, which also runs **hidden checks** on inputs you have not seen (another
-shape, another graph), and compares expected values from its answer key. An exercise that passes
-here can still lose a hidden check's points there; an exercise's text says when it has one. A
-prediction (a predict-then-measure exercise) is only `recorded` here: it is scored there. The
-solutions are not part of this release.
-
-"""
-    return intro + unlink_missing(course_readme, exists)
-
-
 def _git(target: Path, *args: str) -> str:
     done = subprocess.run(["git", *GIT_IDENTITY, *args], cwd=target, capture_output=True,
                           text=True)
@@ -253,9 +220,12 @@ def write_release(root: Path, target: Path, wanted: dict[Path, bytes],
               and any(is_hidden(c) for c in nbformat.read(p, as_version=4).cells)]
     if leaked:
         raise ReleaseError(f"{', '.join(leaked)} holds a hidden check")
-    readme = release_readme((root / "README.md").read_text(encoding="utf-8"), lessons,
-                            lambda rel: (target / rel).exists())
-    (target / "README.md").write_text(readme, encoding="utf-8")
+    readme = release_files.release_readme(
+        (root / "README.md").read_text(encoding="utf-8"), lessons, root,
+        solutions=solutions, withheld=withheld)
+    (target / "README.md").write_text(unlink_missing(readme, lambda rel: (target / rel).exists()),
+                                      encoding="utf-8")
+    (target / "Makefile").write_text(release_files.release_makefile(), encoding="utf-8")
     (target / MANIFEST).write_text(
         json.dumps({"lessons": lessons, "solutions": solutions}, indent=1) + "\n",
         encoding="utf-8")
