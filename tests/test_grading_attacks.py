@@ -426,6 +426,9 @@ ATTACKS: dict[str, Attack] = {
 }
 #: Attacks that only the sandbox can hold (they read or write outside the kernel's folder).
 SANDBOX_ONLY: dict[str, Attack] = {
+    # In the sandbox the kernel's /tmp is a tmpfs of --disk's size: the write fails there
+    # (issue 37), where without it the supervisor's watch stops the kernel.
+    "disk-fill": (ATTACKS["disk-fill"][0], 0, "error", "No space left on device"),
     "rewrite-grader": (f"try:\n    open({str(Path(checks.__file__))!r}, 'a').write('# pwned\\n')"
                        "\nexcept OSError as e:\n    print(e)\n" + WRONG, 0, None, ""),
     "read-solutions": (textwrap.dedent(f"""

@@ -47,7 +47,13 @@ from course_utils.grading.format import (
     solution_regions,
     validate,
 )
-from course_utils.grading.kernel import GiB, Limits, descendants, kill_descendants
+from course_utils.grading.kernel import (
+    GiB,
+    Limits,
+    descendants,
+    fair_share,
+    kill_descendants,
+)
 from course_utils.grading.report import (
     CheckResult,
     ExerciseResult,
@@ -325,8 +331,24 @@ def score(code: list[NotebookNode], results: list[CellResult], possible: dict[st
             result.notes.append(tampered[0].message)
         elif failing:
             result.status, result.message = checks[failing[0]].status, summaries[failing[0]]
+        _note_looping_solution(code, results, ex, result, labels)
         graded.append(result)
     return graded
+
+
+def _note_looping_solution(code: list[NotebookNode], results: list[CellResult], ex: str,
+                           result: ExerciseResult, labels: list[str]) -> None:
+    """An exercise whose own solution cell ran past its time limit is ``timeout`` (issue 37:
+    ``while True: pass`` after working code scored full marks with no note). Its checks keep
+    the points they earned on what the cell had defined before it was interrupted."""
+    looped = [i for i, c in enumerate(code) if is_solution(c) and exercise_id(c) == ex
+              and i < len(results) and results[i].outcome == "timeout"]
+    if not looped or result.status in ("tampered", "timeout"):  # said already
+        return
+    note = f"{ex}: your solution, {labels[looped[0]]}, {results[looped[0]].message}"
+    result.notes.append(note)
+    if result.status == "pass":
+        result.status, result.message = "timeout", note
 
 
 def _score_check(code: list[NotebookNode], results: list[CellResult], ex: str, i: int,
@@ -740,7 +762,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                if p is not None]
     guard = None if sandbox else CourseGuard([GRADER, solutions, answer_key.folder(solutions)],
                                              watched=[GRADER.parent])
-    limits = Limits(memory_bytes=int(args.memory * GiB), disk_bytes=int(args.disk * GiB))
+    limits = Limits(memory_bytes=int(args.memory * GiB), disk_bytes=int(args.disk * GiB),
+                    cpus=fair_share(jobs))  # issue 37: a kernel's many processes slow only it
 
     def grade(item: tuple[Path, str, bool]) -> NotebookReport:
         path, learner, given = item

@@ -76,10 +76,15 @@ class Limits:
     cpu_seconds: int | None = None
     processes: int | None = 2048  # more tasks (processes + threads) than the user has now
     file_bytes: int | None = GiB  # largest file the kernel may write (RLIMIT_FSIZE)
-    disk_bytes: int | None = 4 * GiB  # all files in the kernel's folders (its /tmp when sandboxed)
+    # all files in the kernel's folders; in the sandbox, the size of its tmpfs (/tmp, /dev/shm,
+    # its working folder), which also counts as memory
+    disk_bytes: int | None = 4 * GiB
     open_files: int | None = 4096
     output_bytes: int = 2**20  # output kept per cell; the rest is dropped with a note
-    cgroups: bool = True  # cgroups for the process and memory limits, where they can be made
+    cgroups: bool = True  # cgroups for the process, memory and CPU limits, where they can be made
+    # processors the kernel's whole tree may keep busy (a cgroup's cpu.max, or the supervisor's
+    # throttle); None: no share. course-grade gives each kernel the machine's CPUs / --jobs.
+    cpus: float | None = None
 
 
 @dataclass
@@ -103,6 +108,16 @@ class Reply:
 
 class KernelError(RuntimeError):
     """The kernel could not be started."""
+
+
+def fair_share(jobs: int) -> float:
+    """Processors each of ``jobs`` kernels graded at once may keep busy: the machine's (those
+    this process may run on) divided among them, at least one."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(1.0, cores / max(1, jobs))
 
 
 def _user_tasks() -> int:
@@ -159,6 +174,7 @@ class Kernel:
         self.token = secrets.token_hex(12)  # marks every process of this kernel (environment)
         self._next_state_check = 0.0
         self.cgroups: list[str] = []  # the kernel's cgroups (root), which its supervisor made
+        self.root: int | None = None  # a process in the sandbox: /proc/<root>/root reaches it
         #: Requests answered more than once: the first answer was forged by code in the kernel
         #: (a learner's function can send an execute_reply for the check that calls it).
         self.forged: set[str] = set()
@@ -182,19 +198,31 @@ class Kernel:
         ipc, work = self.folder / "ipc", self.folder / "work"
         for folder in (ipc, work):
             folder.mkdir()
+        # In the sandbox the kernel's folders are made in its own tmpfs (sized, in memory), at
+        # /tmp/<the folder's name>; the grader reaches its sockets through /proc/<pid>/root.
+        inside = Path("/tmp") / self.folder.name if self.sandbox else self.folder
+        ipc_in, work_in = inside / "ipc", inside / "work"
         key = secrets.token_hex(32)
         ports = {f"{name}_port": i for i, name in
                  enumerate(("shell", "iopub", "stdin", "control", "hb"), start=1)}
-        connection = {**ports, "ip": str(ipc / "k"), "transport": "ipc", "key": key,
+        connection = {**ports, "ip": str(ipc_in / "k"), "transport": "ipc", "key": key,
                       "signature_scheme": "hmac-sha256", "kernel_name": "course-grade"}
         connection_file = ipc / "kernel.json"
         connection_file.write_text(json.dumps(connection))
-        env = self._environment(work)
-        command = [sys.executable, "-m", "ipykernel_launcher", "-f", str(connection_file),
-                   "--HistoryManager.enabled=False", "--IPKernelApp.quiet=True"]
+        env = self._environment(work_in)
+        command = [sys.executable, "-m", "ipykernel_launcher", "-f",
+                   str(ipc_in / connection_file.name), "--HistoryManager.enabled=False",
+                   "--IPKernelApp.quiet=True"]
+        program = bwrap.ipc_filter()
         if self.sandbox:
-            command = bwrap.wrap(command, writable=[ipc, work], hidden=self.hidden, cwd=work,
-                                 scratch=self.folder)
+            files = {ipc_in / connection_file.name: connection_file}
+            cache = _font_cache()
+            if cache is not None:
+                files[work_in / ".matplotlib" / cache.name] = cache
+            command = bwrap.wrap(command, hidden=self.hidden, cwd=work_in,
+                                 private=[ipc_in, work_in, work_in / ".matplotlib"],
+                                 files=files, tmp_bytes=self.limits.disk_bytes,
+                                 seccomp=program is not None)
         limits = {"cpu": self.limits.cpu_seconds, "fsize": self.limits.file_bytes,
                   "nofile": self.limits.open_files, "core": 0}
         if self.limits.processes:
@@ -203,7 +231,9 @@ class Kernel:
                   "log": str(self.folder / "kernel.log"), "folder": str(self.folder),
                   "memory_bytes": self.limits.memory_bytes,
                   "disk_bytes": self.limits.disk_bytes, "processes": self.limits.processes,
-                  "cgroups": self.limits.cgroups}
+                  "cgroups": self.limits.cgroups, "cpus": self.limits.cpus,
+                  "seccomp": program.hex() if program else None,
+                  "sandbox_tmp": "/tmp" if self.sandbox else None}
         self.supervisor = subprocess.Popen(
             [sys.executable, "-m", "course_utils.grading.supervise"], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1,
@@ -211,6 +241,9 @@ class Kernel:
         self.supervisor.stdin.write(json.dumps(config) + "\n")
         self.supervisor.stdin.flush()
         threading.Thread(target=self._read_supervisor, daemon=True).start()
+        if self.sandbox:
+            self._wait_for_root()
+            connection = {**connection, "ip": f"/proc/{self.root}/root{connection['ip']}"}
         self._connect(connection)
         try:
             self._wait_until_ready()
@@ -219,6 +252,19 @@ class Kernel:
             raise
         connection_file.unlink()  # read at start-up; the key is no one else's business
         self.started_s = time.monotonic() - t0
+
+    def _wait_for_root(self) -> None:
+        """Wait for the supervisor to name the sandbox's first process."""
+        deadline = time.monotonic() + self.startup_timeout
+        while self.root is None and time.monotonic() < deadline:
+            self._poll_supervisor()
+            if self.lost:
+                break
+            time.sleep(0.01)
+        if self.root is None:
+            self.close()
+            raise KernelError(f"the sandbox did not start: {self.lost or 'no process'}"
+                              f"{self._log_tail()}")
 
     def _environment(self, work: Path) -> dict[str, str]:
         """The kernel's environment, built from scratch: the grader's values of the names in
@@ -233,10 +279,11 @@ class Kernel:
         # however the grader found it (an editable install, or PYTHONPATH).
         env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
         mpl = work / ".matplotlib"
-        mpl.mkdir()
         cache = _font_cache()
-        if cache is not None:
-            shutil.copy(cache, mpl / cache.name)
+        if not self.sandbox:  # in the sandbox, made there (the cache bound in, read-only)
+            mpl.mkdir()
+            if cache is not None:
+                shutil.copy(cache, mpl / cache.name)
         env.update({
             "MPLCONFIGDIR": str(mpl), "IPYTHONDIR": str(work / ".ipython"),
             "PYTHONDONTWRITEBYTECODE": "1", "PYDEVD_DISABLE_FILE_VALIDATION": "1",
@@ -315,7 +362,8 @@ class Kernel:
             elif word == "memory":
                 limit = (self.limits.memory_bytes or 0) / GiB
                 self.lost = (f"the kernel used more than {limit:g} GiB of memory (its processes, "
-                             "and files held in memory) and was stopped")
+                             "and files held in memory: in the sandbox, its /tmp and working "
+                             "folder) and was stopped")
             elif word == "disk":
                 limit = (self.limits.disk_bytes or 0) / GiB
                 self.lost = (f"the kernel wrote more than {limit:g} GiB of files (or 100,000 "
@@ -324,6 +372,10 @@ class Kernel:
                 self.lost = f"the kernel could not be started: {rest}"
             elif word == "cgroup":
                 self.cgroups.append(rest)
+            elif word == "root":
+                self.root = int(rest) if rest.isdigit() else None
+                if self.root is None:
+                    self.lost = "the sandbox did not start"
             elif word == "cpu":
                 limit = self.limits.cpu_seconds or 0
                 self.lost = (f"the kernel used more than {limit:g} s of CPU time (all its threads "

@@ -17,15 +17,21 @@ learners' notebooks) nor the grader's outputs; not the home folder, ``/srv``, ``
 ``/var`` or ``/run``. Paths in ``hidden`` that lie inside a visible folder (a class folder inside
 ``exercises/``) are covered by an empty one.
 
-- ``/tmp`` (and ``/var/tmp``, ``/dev/shm``) is a private, empty, writable folder of the
-  kernel's own; the only other writable folders are the kernel's working folder and the folder
-  of its Jupyter sockets (``ipc`` transport: unix sockets work across the network namespace;
-  TCP on 127.0.0.1 would not). All of them live in the kernel's folder on the grader's side,
-  whose size the supervisor watches (``--tmpfs`` would put them in memory no limit sees);
+- the kernel's writable folders are one tmpfs of a fixed size (``--disk``, bwrap ``--size``):
+  its ``/tmp``, with ``/var/tmp`` and ``/dev/shm`` links to it, its working folder and the folder
+  of its Jupyter sockets (``ipc`` transport: unix sockets work across the network namespace; TCP
+  on 127.0.0.1 would not; the grader reaches them through ``/proc/<pid>/root``). A write past the
+  size fails there (``ENOSPC``) instead of reaching the grader's disk, and the supervisor counts
+  what is in it as the kernel's memory (tmpfs pages are memory no process's resident set shows).
+  Nothing of the grader's file system is writable inside;
+- ``/dev`` is a small read-only tmpfs holding only ``null``, ``zero``, ``full``, ``random``,
+  ``urandom`` and ``tty`` (and the GPUs'), so nothing can be stored there;
 - there is no network (a new network namespace with only loopback), its own process namespace
   (it sees only its own processes: not the grader, not other learners' kernels; when its first
   process ends, the kernel of Linux kills every other), its own IPC and host name, a new session
-  (no terminal to inject keystrokes into), no capabilities, and it dies with its parent.
+  (no terminal to inject keystrokes into), no capabilities, and it dies with its parent. System V
+  shared memory and message queues (memory no process maps and no file holds) cannot be made: a
+  seccomp filter answers ``shmget`` and ``msgget`` with ``EPERM`` (``ipc_filter``).
 
 The environment is the grader's business too: ``kernel.py`` builds it from an allow-list.
 Works as root and as a normal user (unprivileged user namespaces; or a setuid ``bwrap``).
@@ -128,15 +134,72 @@ def visible_paths() -> list[Path]:
     return _outermost(_existing([*paths, *view]))
 
 
-def wrap(command: list[str], *, writable: Iterable[Path], hidden: Iterable[Path],
-         cwd: Path, scratch: Path | None = None) -> list[str]:
+#: The device nodes a kernel gets in its ``/dev`` (a read-only tmpfs), besides the GPUs'.
+DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+#: What ``wrap`` puts after ``--seccomp``: the supervisor replaces it with the number of the
+#: descriptor it opened on the filter (``ipc_filter``).
+SECCOMP_FD = "@seccomp-fd"
+#: System calls refused inside the sandbox, per machine: (``AUDIT_ARCH_*``, numbers, and the
+#: x32 flag where the machine has that ABI too). ``shmget`` and ``msgget`` make System V shared
+#: memory and message queues: memory that lives on with no process mapping it and no file
+#: holding it, which no limit of a normal user could see.
+REFUSED_CALLS = {"x86_64": (0xC000003E, (29, 68), 0x40000000),
+                 "aarch64": (0xC00000B7, (194, 186), 0)}
+
+
+def ipc_filter() -> bytes | None:
+    """A classic-BPF seccomp program (``struct sock_filter`` entries) that answers the calls of
+    ``REFUSED_CALLS`` with ``EPERM`` and allows every other, for this machine; None where the
+    machine is not in the table."""
+    import platform
+    import struct
+
+    known = REFUSED_CALLS.get(platform.machine())
+    if known is None:
+        return None
+    arch, calls, x32 = known
+    numbers = [*calls, *([x32 | n for n in calls] if x32 else [])]
+    load_word, jump_equal, ret = 0x20, 0x15, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_RET|K
+    n = len(numbers)
+    program = [(load_word, 0, 0, 4),  # seccomp_data.arch
+               (jump_equal, 0, n + 1, arch),  # another ABI (i386 on x86_64): allow
+               (load_word, 0, 0, 0)]  # seccomp_data.nr
+    program += [(jump_equal, n - i, 0, nr) for i, nr in enumerate(numbers)]
+    program += [(ret, 0, 0, 0x7FFF0000),  # SECCOMP_RET_ALLOW
+                (ret, 0, 0, 0x00050000 | 1)]  # SECCOMP_RET_ERRNO | EPERM
+    return b"".join(struct.pack("=HBBI", *entry) for entry in program)
+
+
+@functools.cache
+def sized_tmpfs() -> bool:
+    """Whether this ``bwrap`` can give a tmpfs a size (``--size``, bubblewrap 0.7 and later).
+    Without it the kernel's tmpfs has the system's default size, and only the memory watch,
+    which counts it, bounds it."""
+    found = bwrap_path()
+    if found is None:
+        return False
+    try:
+        done = subprocess.run([found, "--ro-bind", "/", "/", "--unshare-all", "--size",
+                               str(2**20), "--tmpfs", "/tmp", "true"], capture_output=True,
+                              timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
+
+
+def wrap(command: list[str], *, hidden: Iterable[Path], cwd: Path,
+         writable: Iterable[Path] = (), private: Iterable[Path] = (),
+         files: dict[Path, Path] | None = None, tmp_bytes: int | None = None,
+         seccomp: bool = False) -> list[str]:
     """``command`` run inside a bubblewrap sandbox (see the module docstring).
 
-    ``writable`` folders are bound read-write at the same paths; ``hidden`` folders (or files)
-    that lie inside a visible folder are replaced by an empty, read-only one (nothing else is
-    there to hide). ``scratch`` (a folder of the grader's, whose size the supervisor watches)
-    holds the sandbox's ``/tmp`` (also ``/var/tmp``) and ``/dev/shm``; without it they are tmpfs,
-    in memory the watchdog does not see.
+    ``/tmp`` is a private tmpfs of ``tmp_bytes`` (when ``sized_tmpfs()``); ``private`` folders
+    (paths under ``/tmp``) are made in it, and ``files`` (path inside: file of the grader's) are
+    bound read-only into them. ``writable`` folders of the grader's are bound read-write at the
+    same paths (the kernel gets none). ``hidden`` folders (or files) that lie inside a visible
+    folder are replaced by an empty, read-only one (nothing else is there to hide). With
+    ``seccomp``, ``--seccomp SECCOMP_FD`` loads ``ipc_filter()`` from a descriptor the caller
+    opens (the supervisor).
     """
     bwrap = bwrap_path()
     if bwrap is None:
@@ -148,17 +211,26 @@ def wrap(command: list[str], *, writable: Iterable[Path], hidden: Iterable[Path]
             args += ["--symlink", os.readlink(name), name]
         elif os.path.isdir(name):
             args += ["--ro-bind", name, name]
-    args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/run", "--remount-ro", "/run"]
-    if scratch is not None:
-        for name in ("tmp", "shm"):
-            (scratch / name).mkdir(exist_ok=True)
-        args += ["--bind", str(scratch / "tmp"), "/tmp", "--bind", str(scratch / "tmp"),
-                 "/var/tmp", "--bind", str(scratch / "shm"), "/dev/shm"]
-    else:
-        args += ["--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]
+    args += ["--proc", "/proc", "--tmpfs", "/run", "--remount-ro", "/run"]
+    if tmp_bytes and sized_tmpfs():
+        args += ["--size", str(int(tmp_bytes))]
+    args += ["--tmpfs", "/tmp", "--symlink", "/tmp", "/var/tmp"]
+    # /dev: only the harmless device nodes, and no room to store anything (bwrap's --dev is a
+    # writable tmpfs as large as half the machine's memory); /dev/shm is the kernel's /tmp.
+    args += ["--size", str(2**16), "--tmpfs", "/dev"] if sized_tmpfs() else ["--tmpfs", "/dev"]
+    for name in DEVICES:
+        if os.path.exists(f"/dev/{name}"):
+            args += ["--dev-bind", f"/dev/{name}", f"/dev/{name}"]
+    args += ["--symlink", "/tmp", "/dev/shm", "--symlink", "/proc/self/fd", "/dev/fd"]
+    for i, name in enumerate(("stdin", "stdout", "stderr")):
+        args += ["--symlink", f"/proc/self/fd/{i}", f"/dev/{name}"]
     visible = visible_paths()
     for path in visible:  # after /tmp: a course or virtualenv under /tmp is bound inside it
         args += ["--ro-bind", str(path), str(path)]
+    for folder in private:
+        args += ["--dir", str(folder)]
+    for inside, outside in (files or {}).items():
+        args += ["--ro-bind", str(outside), str(inside)]
     read_only = ["/run"]
     cover = [p for p in _existing(hidden) if any(_inside(p, v) for v in visible)]
     for path in sorted(set(cover), key=lambda p: len(p.parts)):  # outer folders first
@@ -174,7 +246,9 @@ def wrap(command: list[str], *, writable: Iterable[Path], hidden: Iterable[Path]
         args += ["--dev-bind", device, device]
     for folder in writable:
         args += ["--bind", str(folder), str(folder)]
-    for folder in read_only:  # after everything is mounted inside them
+    for folder in [*read_only, "/dev"]:  # after everything is mounted inside them
         args += ["--remount-ro", folder]
+    if seccomp:
+        args += ["--seccomp", SECCOMP_FD]
     args += ["--remount-ro", "/", "--chdir", str(cwd), "--"]
     return args + command

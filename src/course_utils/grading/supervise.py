@@ -14,11 +14,18 @@ environment, limits); the supervisor then
    no core files, a process count), stdin from ``/dev/null`` and stdout/stderr to a log file (the
    kernel never holds a pipe of the grader's), and with every other descriptor closed;
 4. watches the memory of the whole tree (resident set size, summed, plus the memory-backed
-   files it holds open: memfd, ``/dev/shm``) and the disk used by the kernel's folder (its
-   working folder, its ``/tmp`` in the sandbox, its log), and kills the tree past either limit;
-   and reports on its stdout, one line each: ``started <pid>``, ``cgroup <folder>``,
-   ``exited <code>``, ``memory <bytes>``, ``cpu <seconds>``, ``hidden``, ``disk <bytes>``,
-   ``cleaned <n>``.
+   files it holds open: memfd, ``/dev/shm``, plus what the sandbox's tmpfs holds: its ``/tmp``,
+   working folder and sockets) and the disk used by the kernel's folder on the grader's side
+   (its log; without the sandbox also its working folder and ``/tmp``), and kills the tree past
+   either limit; and reports on its stdout, one line each: ``started <pid>``, ``root <pid>``
+   (a process in the sandbox, whose ``/proc/<pid>/root`` reaches the kernel's sockets),
+   ``cgroup <folder>``, ``exited <code>``, ``memory <bytes>``, ``cpu <seconds>``, ``hidden``,
+   ``disk <bytes>``, ``cleaned <n>``;
+5. holds the tree to its share of the processors (``cpus``): a cgroup's ``cpu.max`` (v2) or
+   CFS quota (v1) where one can be made, else ``Throttle``, which stops the whole tree
+   (``SIGSTOP``) while it is over its share and lets it go on (``SIGCONT``) once it is back
+   under. Either holds however many processes, sessions or threads the kernel starts, so a
+   kernel that starts 12 busy processes slows only itself, not the kernel graded beside it.
 
 The process limit (``RLIMIT_NPROC``) does not bind root. Run as root, the supervisor puts the
 kernel in cgroups of its own (v1 or v2, where the controllers are writable): ``pids.max``, so
@@ -72,8 +79,20 @@ def _write(path: str, value: str) -> None:
         f.write(value)
 
 
+#: The period of a cgroup's CPU quota (microseconds), and how far (in ticks of the tree's share)
+#: the throttle lets the tree run ahead before it stops it.
+CPU_PERIOD_US = 100_000
+THROTTLE_BURST = 2
+
+
 def _settings(controller: str, v2: bool, limit: int) -> list[tuple[str, str, bool]]:
-    """(file, value, required) to write into a kernel's cgroup for one controller."""
+    """(file, value, required) to write into a kernel's cgroup for one controller (for ``cpu``,
+    ``limit`` is the quota in microseconds per ``CPU_PERIOD_US``)."""
+    if controller == "cpu":
+        if v2:
+            return [("cpu.max", f"{limit} {CPU_PERIOD_US}", True)]
+        return [("cpu.cfs_period_us", str(CPU_PERIOD_US), True),
+                ("cpu.cfs_quota_us", str(limit), True)]
     if controller == "pids":
         return [("pids.max", str(limit), True)]
     if v2:  # no swap either: memory pushed to swap would be memory no limit sees
@@ -82,13 +101,16 @@ def _settings(controller: str, v2: bool, limit: int) -> list[tuple[str, str, boo
             ("memory.memsw.limit_in_bytes", str(limit), False)]
 
 
-def make_cgroups(name: str, processes: int | None, memory: int | None) -> list[str]:
+def make_cgroups(name: str, processes: int | None, memory: int | None,
+                 cpus: float | None = None) -> list[str]:
     """New cgroups for a kernel, with ``pids.max = processes`` (root only: RLIMIT_NPROC does not
-    bind root) and a memory limit of ``memory`` bytes, where a writable controller exists
-    (cgroup v1 or v2; in practice, for root). The memory controller counts what no process's
-    resident set shows: memfd files, shared memory, tmpfs pages; past the limit the kernel of
-    Linux kills a process of the cgroup. Returns the cgroups' folders (one per hierarchy)."""
-    wanted = {"pids": processes if os.geteuid() == 0 else None, "memory": memory}
+    bind root), a memory limit of ``memory`` bytes and a CPU quota of ``cpus`` processors,
+    where a writable controller exists (cgroup v1 or v2; in practice, for root). The memory
+    controller counts what no process's resident set shows: memfd files, shared memory, tmpfs
+    pages; past the limit the kernel of Linux kills a process of the cgroup. Returns the
+    cgroups' folders (one per hierarchy)."""
+    wanted = {"pids": processes if os.geteuid() == 0 else None, "memory": memory,
+              "cpu": round(cpus * CPU_PERIOD_US) if cpus else None}
     wanted = {c: int(v) for c, v in wanted.items() if v}
     if not wanted or os.geteuid() != 0:
         return []
@@ -221,8 +243,107 @@ def _limits(config: dict, cgroups: list[str]) -> Callable[[], None]:
                 soft, wanted = min(soft, hard), min(wanted, hard)
             with contextlib.suppress(ValueError, OSError):
                 resource.setrlimit(kind, (soft, wanted))
+        if config.get("seccomp") and not config.get("sandbox_tmp"):
+            install_ipc_filter(bytes.fromhex(config["seccomp"]))
 
     return apply
+
+
+def has_cpu_quota(folders: list[str]) -> bool:
+    return any(os.path.exists(os.path.join(c, f)) for c in folders
+               for f in ("cpu.max", "cpu.cfs_quota_us"))
+
+
+class Throttle:
+    """A CPU quota for a process tree where no cgroup can hold one (a normal user): each tick,
+    the CPU time the tree used since the last (every process, however detached) is taken from
+    a credit that grows by ``cpus`` seconds per second; below zero the whole tree is stopped
+    (``SIGSTOP``, which no process can catch) until the credit is back, then continued. Over a
+    second the tree uses at most about ``cpus`` processors, whatever it starts; the kernel
+    graded beside it gets the rest."""
+
+    def __init__(self, cpus: float) -> None:
+        self.cpus = cpus
+        self.credit = cpus * THROTTLE_BURST * POLL_S
+        self.seen: dict[int, float] = {}
+        self.last = time.monotonic()
+        self.stopped = False
+
+    def tick(self, procs: list[psutil.Process]) -> None:
+        now = time.monotonic()
+        seen, used = {}, 0.0
+        for p in procs:
+            with contextlib.suppress(psutil.Error):
+                times = p.cpu_times()
+                seen[p.pid] = times.user + times.system
+                used += max(0.0, seen[p.pid] - self.seen.get(p.pid, 0.0))
+        self.seen = seen
+        self.credit = min(self.credit + self.cpus * (now - self.last) - used,
+                          self.cpus * THROTTLE_BURST * POLL_S)
+        self.last = now
+        if self.credit < 0:
+            self.stopped = True
+            _signal_all(procs, signal.SIGSTOP)  # every tick: a process forked since is stopped
+        elif self.stopped:
+            self.stopped = False
+            _signal_all(procs, signal.SIGCONT)
+
+
+def _signal_all(procs: list[psutil.Process], sig: int) -> None:
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            p.send_signal(sig)
+
+
+def sandbox_root(bwrap_pid: int, deadline_s: float = 10.0) -> int | None:
+    """The sandbox's first process (bwrap's child, in the sandbox's namespaces), or None."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        try:
+            children = psutil.Process(bwrap_pid).children()
+        except psutil.Error:
+            return None
+        if children:
+            return children[0].pid
+        time.sleep(0.01)
+    return None
+
+
+#: Most files the kernel may keep (on the grader's disk, or in the sandbox's tmpfs, whose
+#: files take memory its size does not count).
+MAX_FILES = 100_000
+
+
+def tmpfs_used(root: int | None, path: str) -> tuple[int, int]:
+    """Bytes and files held by the sandbox's tmpfs at ``path`` (its pages are memory), seen
+    through ``/proc/<root>/root``; (0, 0) before the sandbox has its own file system there."""
+    if root is None:
+        return 0, 0
+    inside = f"/proc/{root}/root{path}"
+    try:
+        if os.stat(inside).st_dev == os.stat(path).st_dev:  # not yet the sandbox's own
+            return 0, 0
+        st = os.statvfs(inside)
+    except OSError:
+        return 0, 0
+    return (st.f_blocks - st.f_bfree) * st.f_frsize, st.f_files - st.f_ffree
+
+
+def install_ipc_filter(program: bytes) -> bool:
+    """Load a seccomp program (``sandbox.ipc_filter``) into this process (without the sandbox;
+    bwrap loads it there): ``PR_SET_NO_NEW_PRIVS``, then ``PR_SET_SECCOMP``."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return False
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+
+    fprog = SockFprog(len(program) // 8, program)
+    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+        return False
+    return libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) == 0  # PR_SET_SECCOMP, FILTER
 
 
 def tree() -> list[psutil.Process]:
@@ -232,9 +353,9 @@ def tree() -> list[psutil.Process]:
         return []
 
 
-def tree_rss() -> int:
+def tree_rss(procs: list[psutil.Process] | None = None) -> int:
     total = 0
-    for p in tree():
+    for p in tree() if procs is None else procs:
         with contextlib.suppress(psutil.Error):
             total += p.memory_info().rss
     return total
@@ -272,7 +393,7 @@ def held_in_files(pids: list[int]) -> int | None:
     return total
 
 
-def disk_used(folder: str, max_entries: int = 100_000) -> int:
+def disk_used(folder: str, max_entries: int = MAX_FILES) -> int:
     """Bytes in the files under ``folder`` (a folder of more than ``max_entries`` entries
     counts as over any limit)."""
     total, seen, stack = 0, 0, [folder]
@@ -338,10 +459,10 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def tree_cpu() -> float:
+def tree_cpu(procs: list[psutil.Process] | None = None) -> float:
     """The most CPU time (seconds, all threads) any one process of the tree has used."""
     most = 0.0
-    for p in tree():
+    for p in tree() if procs is None else procs:
         with contextlib.suppress(psutil.Error):
             times = p.cpu_times()
             most = max(most, times.user + times.system)
@@ -378,19 +499,34 @@ def main() -> int:
     config = json.loads(sys.stdin.readline())
     log = open(config["log"], "ab", buffering=0)  # noqa: SIM115 (kept open for the child)
     memory, disk = config.get("memory_bytes"), config.get("disk_bytes")
-    cgroups = make_cgroups(f"course-grade-{os.getpid()}", config.get("processes"), memory) \
-        if config.get("cgroups", True) else []
+    cpus, sandbox_tmp = config.get("cpus"), config.get("sandbox_tmp")
+    cgroups = make_cgroups(f"course-grade-{os.getpid()}", config.get("processes"), memory,
+                           cpus) if config.get("cgroups", True) else []
+    throttle = Throttle(float(cpus)) if cpus and not has_cpu_quota(cgroups) else None
+    command, keep = list(config["command"]), []
+    if config.get("seccomp") and sandbox_tmp:  # bwrap reads the filter from a pipe
+        read, write = os.pipe()
+        os.write(write, bytes.fromhex(config["seccomp"]))
+        os.close(write)
+        command = [str(read) if a == "@seccomp-fd" else a for a in command]
+        keep.append(read)
     if memory and not any(os.path.exists(os.path.join(c, f)) for c in cgroups
                           for f in ("memory.max", "memory.limit_in_bytes")):
         config.setdefault("limits", {})["as"] = address_space(memory)
     try:
         child = subprocess.Popen(
-            config["command"], cwd=config["cwd"], env=config["env"], stdin=subprocess.DEVNULL,
-            stdout=log, stderr=log, close_fds=True, preexec_fn=_limits(config, cgroups))
+            command, cwd=config["cwd"], env=config["env"], stdin=subprocess.DEVNULL,
+            stdout=log, stderr=log, close_fds=True, pass_fds=keep,
+            preexec_fn=_limits(config, cgroups))
     except OSError as e:
         say(f"failed {type(e).__name__}: {e}")
         return 1
+    for fd in keep:
+        os.close(fd)
     say(f"started {child.pid} subreaper={int(subreaper)}")
+    root = sandbox_root(child.pid) if sandbox_tmp else None
+    if sandbox_tmp:
+        say(f"root {root}")
     for folder in cgroups:  # the grader removes them if we cannot (killed by the kernel)
         say(f"cgroup {folder}")
     next_memory_check = next_disk_check = 0.0
@@ -408,16 +544,24 @@ def main() -> int:
             else:
                 say(f"exited {code}")
             break
+        procs = tree() if throttle or time.monotonic() >= next_memory_check else []
+        if throttle:
+            throttle.tick(procs)
         if watch_cpu and time.monotonic() >= next_memory_check:
-            seen_cpu = max(seen_cpu, tree_cpu())
+            seen_cpu = max(seen_cpu, tree_cpu(procs))
         if memory and time.monotonic() >= next_memory_check:
             next_memory_check = time.monotonic() + 0.25
-            held = held_in_files([p.pid for p in tree()])
+            held = held_in_files([p.pid for p in procs])
             if held is None:
                 kill_tree()
                 say("hidden")
                 break
-            used = tree_rss() + held
+            in_tmpfs, files = tmpfs_used(root, sandbox_tmp or "/tmp")
+            if files > MAX_FILES:
+                kill_tree()
+                say(f"disk {in_tmpfs}")
+                break
+            used = tree_rss(procs) + held + in_tmpfs
             if used > memory or oom_kills(cgroups):
                 kill_tree()
                 say(f"memory {max(used, cgroup_peak(cgroups))}")

@@ -1,0 +1,218 @@
+"""Each kernel gets a fair share and a hard limit, as a normal user (issue 37).
+
+An adversarial class run found four ways one submission could hurt the rest of the class while
+every limit of the time held: 12 busy processes in their own sessions starved the kernel graded
+beside it; 1.5 GiB written to the sandbox's ``/dev`` or held in System V shared memory passed
+``--memory 1`` unseen; ``posix_fallocate`` put 6 GiB on the grader's disk before the
+once-a-second watch saw it; and a ``while True: pass`` after working code scored full marks with
+no note. Each test here attacks one of them with small limits (a few hundred MB, a few seconds).
+
+The kernels run as a normal user: as root, in a private mount namespace as ``nobody``
+(``setpriv``), so that neither cgroups nor root's exemptions hold them; the CPU test also runs
+as root, where the limit is a cgroup's CPU quota.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+import nbformat
+import pytest
+from machine_speed import slowness
+from test_grading_attacks import nobody_script
+
+from course_utils.grading import grade, sandbox
+from course_utils.grading.build import build_notebook
+
+ROOT = Path(__file__).resolve().parents[1]
+SOLUTIONS = ROOT / "tests" / "fixtures" / "grading" / "solutions"
+SANDBOX = sandbox.bwrap_path() is not None
+SLOW = slowness()
+MiB = 2**20
+
+pytestmark = [pytest.mark.slow]
+
+
+def as_normal_user(code: str, tmp_path: Path) -> dict:
+    """Run ``code`` (Python, which prints one JSON line last) as this user if it is not root,
+    else as `nobody` (``nobody_script``); the result it printed. Skips where root cannot switch
+    user here."""
+    env = {"PYTHONPATH": str(ROOT / "src"), "CELL_TIMEOUT": f"{60 * SLOW:.0f}"}
+    if os.getuid() != 0:
+        script = tmp_path / "probe.py"
+        script.write_text(code)
+        done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                              timeout=300 * SLOW, env={**os.environ, **env}, cwd=tmp_path)
+    else:
+        if shutil.which("setpriv") is None or shutil.which("unshare") is None:
+            pytest.skip("as root, needs setpriv and unshare to run the kernel as a normal user")
+        home = Path(tempfile.mkdtemp(prefix="cg-limits-", dir="/tmp"))  # nobody's, readable
+        try:
+            os.chmod(home, 0o755)
+            script = home / "probe.py"
+            script.write_text(code)
+            os.chmod(script, 0o644)
+            done = subprocess.run(
+                nobody_script(f"{sys.executable} {script}", tmp_path, {**env, "HOME": str(home)}),
+                capture_output=True, text=True, timeout=300 * SLOW, cwd=home)
+        finally:
+            shutil.rmtree(home, ignore_errors=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def kernel_script(limits: str, cells: list[str], sandboxed: bool = True) -> str:
+    """Source that runs ``cells`` in one kernel with ``Limits(limits)`` and prints, as JSON, what
+    each reply was and the size of the kernel's folder on the grader's side after each."""
+    return textwrap.dedent(f"""
+        import json, os, sys
+        from course_utils.grading.kernel import GiB, Kernel, Limits
+        from course_utils.grading.supervise import disk_used
+        timeout = float(os.environ["CELL_TIMEOUT"])
+        out = []
+        with Kernel(sandbox={sandboxed}, limits=Limits({limits})) as k:
+            for cell in {cells!r}:
+                r = k.execute(cell, timeout)
+                out.append({{"status": r.status, "stdout": r.stdout, "error": r.evalue,
+                             "lost": r.why_lost, "host_bytes": disk_used(str(k.folder))}})
+        print(json.dumps(out))
+        """)
+
+
+@pytest.mark.skipif(not SANDBOX, reason="bubblewrap (bwrap) cannot start a sandbox here")
+def test_dev_and_shared_memory_hold_nothing_past_the_memory_limit(tmp_path):
+    """Before: ``/dev`` was a writable tmpfs of half the machine's memory, ``/dev/shm`` a folder
+    on the grader's disk, and System V segments lived in the kernel's IPC namespace: 1.5 GiB in
+    any of them passed ``--memory 1`` as a normal user. Now ``/dev`` is read-only, ``shmget``
+    is refused, and ``/dev/shm`` is the kernel's sized tmpfs, which counts as its memory."""
+    cells = [
+        "try:\n    open('/dev/hold', 'wb').write(b'x' * 2**20)\n    print('stored in /dev')\n"
+        "except OSError as e:\n    print('refused:', e.strerror)",
+        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "print('shmget', libc.shmget(0, 300 * 2**20, 0o1600), ctypes.get_errno())",
+        "import time\nwith open('/dev/shm/hold', 'wb') as f:\n    for _ in range(40):\n"
+        "        f.write(b'x' * 2**23)\ntime.sleep(3)\nprint('held 320 MB')",
+    ]
+    dev, shm, held = as_normal_user(kernel_script("memory_bytes=GiB // 4", cells), tmp_path)
+    assert dev["stdout"].strip() == "refused: Read-only file system", dev
+    assert shm["stdout"].split() == ["shmget", "-1", "1"], shm  # EPERM
+    assert held["status"] == "dead" and "more than 0.25 GiB of memory" in held["lost"], held
+    assert "held" not in held["stdout"]
+
+
+@pytest.mark.skipif(not SANDBOX, reason="bubblewrap (bwrap) cannot start a sandbox here")
+def test_a_file_past_the_disk_limit_fails_there_and_never_reaches_the_graders_disk(tmp_path):
+    """``posix_fallocate`` of 6 files of 64 MiB under ``--disk`` of 128 MiB, in the working
+    folder and ``/tmp``: before, all six reached the grader's disk (the watch looks once a
+    second); now the third fails with ENOSPC, in the kernel, and the grader's side of the
+    kernel's folder holds only its log and connection file."""
+    cell = textwrap.dedent("""
+        import os
+        made = []
+        for i in range(6):
+            path = f"/tmp/fill{i}" if i % 2 else f"fill{i}"
+            fd = os.open(path, os.O_CREAT | os.O_WRONLY)
+            try:
+                os.posix_fallocate(fd, 0, 64 * 2**20)
+                made.append(path)
+            except OSError as e:
+                print("stopped:", e.strerror)
+                break
+            finally:
+                os.close(fd)
+        print(len(made))
+        """)
+    [reply] = as_normal_user(kernel_script("memory_bytes=GiB, disk_bytes=128 * 2**20",
+                                           [cell]), tmp_path)
+    assert reply["status"] == "ok", reply
+    assert reply["stdout"].split("\n")[:2] == ["stopped: No space left on device", "1"], reply
+    assert reply["host_bytes"] < 4 * MiB, reply
+
+
+BUSY = textwrap.dedent("""
+    import os, subprocess, sys, time
+    spin = "import os\\nos.setsid() if os.getsid(0) != os.getpid() else None\\nwhile True: pass"
+    hogs = [subprocess.Popen([sys.executable, "-c", spin], start_new_session=True)
+            for _ in range(12)]
+    def used():
+        total = 0.0
+        for p in hogs:
+            with open(f"/proc/{p.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return total
+    time.sleep(1)
+    t0, c0 = time.monotonic(), used()
+    time.sleep(4)
+    rate = (used() - c0) / (time.monotonic() - t0)
+    for p in hogs:
+        p.kill()
+    print(f"{rate:.3f}")
+    """)
+
+
+@pytest.mark.parametrize("user", ["normal", "root"])
+def test_a_kernel_that_starts_busy_processes_gets_only_its_share_of_the_cpus(user, tmp_path):
+    """12 busy processes, each in its own session: before, they took the machine (a kernel
+    graded beside them got 1/13 of it and timed out). With ``Limits(cpus=0.5)`` the whole tree
+    uses about half a processor over four seconds, wherever its processes went: a cgroup's
+    quota as root, the supervisor's throttle as a normal user. (On two cores the 12 would use
+    both; this bound holds however busy the machine is.)"""
+    limits = "cpus=0.5, cgroups=True"
+    if user == "root":
+        if os.getuid() != 0:
+            pytest.skip("as root only")
+        code = kernel_script(limits, [BUSY], sandboxed=SANDBOX)
+        script = tmp_path / "probe.py"
+        script.write_text(code)
+        done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                              timeout=300 * SLOW, env={**os.environ,
+                                                       "PYTHONPATH": str(ROOT / "src"),
+                                                       "CELL_TIMEOUT": f"{60 * SLOW:.0f}"})
+        assert done.returncode == 0, done.stderr[-3000:]
+        [reply] = json.loads(done.stdout.strip().splitlines()[-1])
+    else:
+        [reply] = as_normal_user(kernel_script(limits, [BUSY], sandboxed=SANDBOX), tmp_path)
+    assert reply["status"] == "ok", reply
+    rate = float(reply["stdout"].split()[-1])
+    assert rate < 0.8, f"12 busy processes used {rate:.2f} processors with a share of 0.5"
+
+
+@pytest.mark.skipif(not SANDBOX, reason="--jobs needs the sandbox (without it, one at a time)")
+def test_course_grade_gives_each_kernel_the_machines_cpus_divided_by_jobs(monkeypatch):
+    seen = {}
+
+    def fake(path, solutions, **kw):
+        seen["limits"] = kw["limits"]
+        raise SystemExit(0)
+
+    monkeypatch.setattr(grade, "grade_notebook", fake)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)))
+    full = ROOT / "tests/fixtures/grading/submissions/full/99_fixture.ipynb"
+    with pytest.raises(SystemExit):
+        grade.main([str(full), "--solutions", str(SOLUTIONS), "--jobs", "4", "--sandbox"])
+    assert seen["limits"].cpus == 2.0
+
+
+def test_a_looping_answer_cell_is_noted_as_timeout(tmp_path):
+    """``while True: pass`` after working code in an answer cell: the cell is interrupted at its
+    time limit, the function it defined still passes its check, and the exercise is
+    ``timeout`` with a note naming the cell (CONTRIBUTING's table), not a silent pass."""
+    canonical = nbformat.read(SOLUTIONS / "99_fixture.ipynb", as_version=4)
+    nb = build_notebook(canonical)
+    next(c for c in nb.cells if c.id == "sol-1").source = (
+        "def double(x):\n    return 2 * np.asarray(x)\n\nwhile True:\n    pass\n")
+    path = tmp_path / "99_fixture.ipynb"
+    nbformat.write(nb, path)
+    report = grade.grade_notebook(path, SOLUTIONS, timeout=3 * SLOW)
+    first = report.exercises[0]
+    assert first.exercise == "99.1" and first.status == "timeout", first
+    assert first.points == first.possible, first
+    assert any("your solution" in n and "timed out" in n for n in first.notes), first.notes
