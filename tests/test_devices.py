@@ -143,3 +143,19 @@ def test_gpu_check_dry_run_on_the_cpu(tmp_path):
     assert report.count("agrees with numpy") == 4  # eager, torch.compile; export, .pt2 reload
     assert report.count("needs a CUDA device") == 2  # reduce-overhead and CUDA graph
     assert "## 4. torch.export on the device" in report and "| cpu |" in report
+
+
+def test_cpu_model_and_flags_reads_cpuinfo():
+    info = ("processor : 0\nmodel name : Example Xeon\nflags : fpu sse avx2 avx512f avx512_vnni"
+            " avx512_bf16 amx_tile amx_bf16\n\nprocessor : 1\nmodel name : Example Xeon\n")
+    assert devices.cpu_model_and_flags(info) == (
+        "Example Xeon", ["AVX2", "AVX-512", "AVX512-VNNI", "AVX512-BF16", "AMX", "AMX-BF16"])
+    assert devices.cpu_model_and_flags("model name : Old\nflags : fpu sse2\n") == ("Old", [])
+
+
+def test_timing_context_names_the_cpu_its_units_and_the_load():
+    line = devices.timing_context()
+    model, flags = devices.cpu_model_and_flags()
+    assert line.startswith(f"CPU: {model}; vector units: ")
+    assert all(flag in line for flag in flags)
+    assert f"{devices.cpu_threads()['usable_cpus']} usable core(s)" in line and "load" in line

@@ -179,6 +179,46 @@ class EnvReport:
         p.text(str(self))
 
 
+#: CPU flags (as /proc/cpuinfo names them) that change which kernels a framework can use, and
+#: so which verdicts a timing lesson reaches: the names a reader looks for.
+_VECTOR_FLAGS = (("avx2", "AVX2"), ("avx512f", "AVX-512"), ("avx512_vnni", "AVX512-VNNI"),
+                 ("avx512_bf16", "AVX512-BF16"), ("amx_tile", "AMX"), ("amx_bf16", "AMX-BF16"))
+
+
+def cpu_model_and_flags(cpuinfo: str | None = None) -> tuple[str, list[str]]:
+    """The CPU's model name and which of :data:`_VECTOR_FLAGS` it has (Linux's /proc/cpuinfo;
+    elsewhere ``platform.processor()`` and no flags). ``cpuinfo``: that file's text, for tests.
+    """
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+                cpuinfo = f.read()
+        except OSError:
+            return platform.processor() or platform.machine(), []
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() not in fields:
+            fields[key.strip()] = value.strip()
+    flags = set(fields.get("flags", "").split())
+    model = fields.get("model name") or platform.processor() or platform.machine()
+    return model, [name for flag, name in _VECTOR_FLAGS if flag in flags]
+
+
+def timing_context() -> str:
+    """One line for the top of a timing lesson: the CPU, its vector units, the cores this
+    process may use and the load average, so that a reader can tell why their verdicts differ
+    from the committed ones (another CPU, other kernels, a busier machine)."""
+    model, flags = cpu_model_and_flags()
+    usable = cpu_threads()["usable_cpus"]
+    try:
+        load = f"load average {os.getloadavg()[0]:.1f} (1 min)"
+    except OSError:  # not on this platform
+        load = "load average unknown"
+    units = ", ".join(flags) if flags else "none of AVX2, AVX-512, AMX reported"
+    return f"CPU: {model}; vector units: {units}; {usable} usable core(s); {load}"
+
+
 def report() -> EnvReport:
     """The report lesson 00 shows: versions, CPUs, and the devices each framework sees."""
     rows = [(name, version) for name, version in versions().items()]
