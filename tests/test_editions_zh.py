@@ -206,10 +206,11 @@ def test_the_build_rewrites_whatever_the_translation_says():
 STEM = "01_computation_graphs"
 
 
-def _grading_commands(path: Path) -> list[str]:
-    """The `make grade ...` commands a notebook's markdown tells its learner to run."""
+def _grading_commands(path: Path, command: str = "make grade") -> list[str]:
+    """The ``command`` lines (``make grade ...``) a notebook's markdown tells its learner to
+    run, without a comment after them."""
     return [m[0].strip() for _, source in _markdown(path)
-            for m in re.finditer(r"make grade[^\n`]*", source)]
+            for m in re.finditer(re.escape(command) + r"[^\n`#]*", source)]
 
 
 @pytest.mark.slow
@@ -219,6 +220,8 @@ def test_the_grading_command_a_zh_exercise_notebook_prints_gives_full_marks(tmp_
     zh_exercises = ROOT / "zh" / "exercises" / f"{STEM}.ipynb"
     commands = set(_grading_commands(zh_exercises))
     assert commands == {f"make grade NB=zh/exercises/{STEM}.ipynb"}, commands
+    hub = set(_grading_commands(zh_exercises, "course-grade"))  # on a class server
+    assert hub == {f"course-grade zh/exercises/{STEM}.ipynb"}, hub
     words = next(iter(commands)).split()
     # A copy of the course (its set-up files and solutions) holding the answered notebook where
     # the command looks for it: the learner's checkout, without touching this one's files.

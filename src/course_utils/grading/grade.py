@@ -630,18 +630,31 @@ def _harden() -> None:
         libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER = 36
 
 
-def canonical_folder(explicit: Path | None, start: Path | None = None) -> Path:
-    """``--solutions``; else, in the nearest course folder above ``start`` (default: cwd), its
-    ``solutions/`` or, in a release, its ``.course-checks/``; else the package's checkout."""
+def canonical_folder(explicit: Path | None, start: Path | None = None,
+                     paths: Sequence[str | Path] = ()) -> Path:
+    """``--solutions``; else, in the nearest course folder above ``start`` (default: cwd), or
+    above one of the notebooks ``paths`` (a learner in their home on a Hub grading
+    ``graph-course/exercises/01_x.ipynb``), its ``solutions/`` or, in a release, its
+    ``.course-checks/``; else the package's checkout. FileNotFoundError saying what to run."""
     if explicit is not None:
         return explicit
     here = (start or Path.cwd()).resolve()
-    for folder in [here, *here.parents]:
-        if (folder / "pyproject.toml").is_file():
-            for name in ("solutions", RELEASE_CHECKS):
-                if (folder / name).is_dir():
-                    return folder / name
-    return find_course_root(start) / "solutions"
+    starts = [here] + [Path(p).resolve().parent for p in paths]
+    for first in dict.fromkeys(starts):
+        for folder in [first, *first.parents]:
+            if (folder / "pyproject.toml").is_file():
+                for name in ("solutions", RELEASE_CHECKS):
+                    if (folder / name).is_dir():
+                        return folder / name
+    try:
+        return find_course_root(start) / "solutions"
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            f"no copy of the course holds these notebooks or {here}: the checks come from the "
+            f"course's folder (its {RELEASE_CHECKS}/ or solutions/). On a class server, grade "
+            "in the folder the class's link pulled the course into, e.g. cd ~/graph-course && "
+            "course-grade exercises/01_computation_graphs.ipynb; or name the checks with "
+            f"--solutions ~/graph-course/{RELEASE_CHECKS}") from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -685,7 +698,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.timeout <= 0:
         parser.error(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
     try:
-        solutions = canonical_folder(args.solutions)
+        solutions = canonical_folder(args.solutions, paths=args.paths)
     except FileNotFoundError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
