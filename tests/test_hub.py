@@ -123,23 +123,48 @@ def running_hub(tmp: Path):
 PANEL = ".jp-NotebookPanel:not(.lm-mod-hidden)"
 
 
+#: A GET of the single-user server's API from the page, as JupyterLab makes it: with the
+#: _xsrf cookie's value in a header (JupyterHub refuses cookie-authenticated API requests
+#: without it).
+_GET_JSON = """async url => {
+    const xsrf = document.cookie.split('; ').find(c => c.startsWith('_xsrf='));
+    const headers = xsrf ? {'X-XSRFToken': decodeURIComponent(xsrf.slice(6))} : {};
+    return (await fetch(url, {headers})).json();
+}"""
+
+
+def _wait_for_kernel(page, base: str, name: str, path: str, timeout: float = 180.0) -> None:
+    """Wait until ``name``'s server says the kernel of the notebook at ``path`` is up and idle
+    (the toolbar says "idle" before the kernel has even started)."""
+    sessions = f"{base}/user/{name}/api/sessions"
+    deadline, states = time.monotonic() + timeout, []
+    while time.monotonic() < deadline:
+        accept_kernel_dialog(page)
+        found = page.evaluate(_GET_JSON, sessions)
+        if not isinstance(found, list):
+            raise AssertionError(f"{sessions}: {found}")
+        states = [s["kernel"]["execution_state"] for s in found if s["path"] == path]
+        if states == ["idle"]:
+            return
+        page.wait_for_timeout(250)
+    raise AssertionError(f"no idle kernel for {name}'s {path} after {timeout:.0f} s: {states}")
+
+
 def _run_cell(page, index: int, timeout: float = 120.0) -> None:
-    """Run the notebook's code cell ``index`` (Shift+Enter in it) and wait for its number."""
+    """Run the notebook's code cell ``index`` (Shift+Enter in it) and wait for its number. The
+    notebook's kernel is idle (``_wait_for_kernel``) before the first."""
     cell = page.locator(f"{PANEL} .jp-CodeCell").nth(index)
     prompt = cell.locator(".jp-InputPrompt")
     deadline = time.monotonic() + timeout
-    for attempt in range(2):
-        accept_kernel_dialog(page)
-        cell.locator(".cm-content").click()
-        page.keyboard.press("Shift+Enter")
-        while time.monotonic() < deadline:
-            accept_kernel_dialog(page)
-            mark = prompt.text_content().strip()
-            if mark[1:-2].isdigit():
-                return
-            if attempt == 0 and mark == "[ ]:" and time.monotonic() > deadline - timeout / 2:
-                break  # not queued (the kernel was not ready): press again, once
-            page.wait_for_timeout(250)
+    accept_kernel_dialog(page)
+    cell.locator(".cm-content").click()
+    page.keyboard.press("Shift+Enter")
+    mark = prompt.text_content().strip()
+    while time.monotonic() < deadline:
+        mark = prompt.text_content().strip()
+        if mark[1:-2].isdigit():
+            return
+        page.wait_for_timeout(250)
     raise AssertionError(f"code cell {index + 1} did not run within {timeout:.0f} s: {mark}")
 
 
@@ -201,6 +226,7 @@ def test_a_class_on_jupyterhub(tmp_path):
             # Ada: the link pulls the release into her home and opens lesson 01.
             context, page = _learner_pulls(browser, base, "ada", link, shots)
             assert (homes / "ada" / "graph-course" / "exercises" / f"{LESSON}.ipynb").is_file()
+            _wait_for_kernel(page, base, "ada", f"graph-course/notebooks/{LESSON}.ipynb")
             for i in range(3):  # lesson 01's first three code cells, one by one
                 _run_cell(page, i)
             assert not _errors(page), _errors(page)
@@ -218,6 +244,7 @@ def test_a_class_on_jupyterhub(tmp_path):
             nbformat.write(grader, homes / "ada" / "grade.ipynb")
             page.goto(f"{base}/user/ada/lab/tree/grade.ipynb?reset")
             page.wait_for_selector(f"{PANEL} .jp-Cell", timeout=60_000)
+            _wait_for_kernel(page, base, "ada", "grade.ipynb")
             _run_cell(page, 0, timeout=240)
             text = ""
             for _ in range(240):  # the report comes at the end of the cell's output
