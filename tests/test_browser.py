@@ -19,6 +19,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from lab_server import ROOT, running_lab
+from machine_speed import slowness
 
 CHROMIUM = Path("/usr/bin/chromium")
 # A closed network: no first-run UI, no background fetches, no updates, no sync, no GPU.
@@ -39,6 +40,10 @@ pytestmark = [
 # killed midway left there, must not share or clash over a notebook.
 SCRATCH = ROOT / "browser-test-scratch"
 PANEL = ".jp-NotebookPanel:not(.lm-mod-hidden)"  # the notebook tab on show
+#: Playwright's limit for each action (a click, a screenshot, reading a cell's prompt): its 30 s
+#: stretched by how much slower than an idle two-core machine this one runs now. At load 30 a
+#: screenshot of JupyterLab opening a lesson took longer than 30 s.
+PLAYWRIGHT_TIMEOUT_MS = 30_000 * slowness()
 
 
 @pytest.fixture(scope="module")
@@ -63,6 +68,7 @@ def page(lab, tmp_path_factory):
             str(profile), executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_FLAGS,
             viewport={"width": 1400, "height": 1000},
         )
+        context.set_default_timeout(PLAYWRIGHT_TIMEOUT_MS)
         try:
             yield context.new_page()
         finally:

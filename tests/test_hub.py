@@ -41,6 +41,7 @@ from run import marked  # noqa: E402  (deploy/hub/run.py)
 from test_browser import (  # noqa: E402
     CHROMIUM,
     CHROMIUM_FLAGS,
+    PLAYWRIGHT_TIMEOUT_MS,
     accept_kernel_dialog,
     answered,
     solution_source,
@@ -177,6 +178,7 @@ def _errors(page) -> list[str]:
 def _learner_pulls(browser, base: str, name: str, link: str, shots: Path):
     """Log in as ``name`` through the class's link; return the page, on the pulled lesson."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context.set_default_timeout(PLAYWRIGHT_TIMEOUT_MS)
     page = context.new_page()
     page.goto(f"{base}/hub/login?next={urllib.parse.quote(link)}")
     page.fill("input[name=username]", name)
