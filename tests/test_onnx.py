@@ -21,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
+from peak_memory import peak_of
 
 import course_utils.minigraph as mg
 from course_utils import data, models
@@ -421,6 +422,73 @@ def test_a_huge_graph_is_refused_and_a_deep_one_loads_and_runs(tmp_path, monkeyp
     onnx.save(model, str(tmp_path / "huge.onnx"))
     with pytest.raises(mg.SerializationError, match=r"2,001 nodes.*at most 2,000"):
         mg.onnx.load(tmp_path / "huge.onnx")
+
+
+# --- issue 37: what a file may make the loader allocate, counted before protobuf parses it ----
+
+#: Run in a fresh interpreter (``peak_of``): mg.onnx.load argv[1], print what came of it.
+ONNX_LOAD = """
+import sys
+import course_utils.minigraph as mg
+try:
+    mg.onnx.load(sys.argv[1])
+    print("loaded")
+except mg.SerializationError as e:
+    print("refused", e)
+"""
+
+
+def test_a_file_of_millions_of_empty_nodes_is_refused_before_it_is_parsed(tmp_path):
+    # 5 million empty nodes in 10 MB: protobuf builds about 150 bytes for each 2-byte node, so
+    # the old loader (which parsed first, then counted) peaked near 800 MB; the issue's 20 MB
+    # file of 10 million, at 1.58 GB. Now the nodes are counted on the bytes.
+    model = helper.make_model(helper.make_graph([], "g", [value("x", [1])], [value("x", None)]),
+                              ir_version=8, opset_imports=[helper.make_opsetid("", 18)])
+    empty_nodes = b"\x0a\x00" * 5_000_000  # GraphProto.node (field 1), zero bytes long
+    graph = model.graph.SerializeToString() + empty_nodes
+    model.ClearField("graph")
+    data = model.SerializeToString() + b"\x3a" + _varint(len(graph)) + graph  # field 7: graph
+    path = tmp_path / "nodes.onnx"
+    path.write_bytes(data)
+    assert len(onnx.load_from_string(data).graph.node) == 5_000_000  # a well-formed model
+    said, peak = peak_of(ONNX_LOAD, str(path))
+    assert peak < 300 * 2**20, f"refusing a 10 MB file took {peak / 2**20:.0f} MB ({said})"
+    assert said == ("refused nodes.onnx holds 100,001 nodes or more (counted before parsing); "
+                    "minigraph loads at most 100,000"), said
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append(n & 0x7F | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
+
+
+def test_an_ir_version_onnx_runtime_refuses_is_refused(tmp_path):
+    add = helper.make_node("Add", ["x", "x"], ["y"], name="a")
+    graph = helper.make_graph([add], "g", [value("x", [2])], [value("y", None)])
+    model = helper.make_model(graph, ir_version=99, opset_imports=[helper.make_opsetid("", 18)])
+    path = tmp_path / "future.onnx"
+    onnx.save(model, str(path))
+    with pytest.raises(Exception, match="(?i)ir version|ir_version"):  # the reference runtime
+        ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    with pytest.raises(mg.SerializationError, match=rf"future.onnx has IR version 99; this onnx "
+                       rf"package reads IR versions 3 to {onnx.IR_VERSION}"):
+        mg.onnx.load(path)
+    model.ir_version = 8  # the same model at the IR version export writes loads and runs
+    onnx.save(model, str(path))
+    np.testing.assert_array_equal(mg.onnx.load(path)(np.array([1.0, -2.0], np.float32)),
+                                  [2.0, -4.0])
+
+
+def test_an_opset_out_of_range_is_refused_before_parsing(tmp_path, monkeypatch):
+    path = write_model(tmp_path / "old.onnx", [helper.make_node("Relu", ["x"], ["y"])],
+                       [value("x", [2])], [value("y", None)], opset=7)
+    monkeypatch.setattr(onnx.ModelProto, "FromString", None)  # never reached
+    with pytest.raises(mg.SerializationError, match=r"old.onnx: opset 7 is not supported"):
+        mg.onnx.load(path)
 
 
 def external_model(folder, location):

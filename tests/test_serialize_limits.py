@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from peak_memory import peak_of
 
 import course_utils.minigraph as mg
 from course_utils.minigraph import control_flow, serialize
@@ -257,8 +258,8 @@ def interpreter_limit():
 
 # --- memory: what loading itself takes, measured in a child process (issue 37) --------------------
 
-#: Run in a fresh interpreter: load argv[1] with max_bytes=argv[2], print the outcome; then the
-#: parent prints the loader's peak resident memory (its only child, so nothing else counts).
+#: Run in a fresh interpreter (``peak_of``): load argv[1] with max_bytes=argv[2], print what
+#: came of it.
 LOAD = """
 import sys
 import numpy as np
@@ -271,25 +272,11 @@ try:
 except mg.SerializationError as e:
     print("refused", e)
 """
-PEAK = """
-import resource, subprocess, sys
-done = subprocess.run([sys.executable, "-c", sys.argv[1], *sys.argv[2:]], capture_output=True,
-                      text=True)
-print(done.stdout.strip() or done.stderr[-2000:])
-print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)
-"""
 
 
 def peak_of_loading(path: Path, max_bytes: int = serialize.MAX_BYTES) -> tuple[str, int]:
     """(what ``mg.load`` said, the peak resident bytes of the process that loaded it)."""
-    import subprocess
-
-    src = str(Path(mg.__file__).resolve().parents[2])
-    done = subprocess.run([sys.executable, "-c", PEAK, LOAD, str(path), str(max_bytes)],
-                          capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": src})
-    *said, peak = done.stdout.strip().splitlines()
-    return "\n".join(said), int(peak)
+    return peak_of(LOAD, str(path), str(max_bytes))
 
 
 def npz(path: Path, document: bytes, arrays: dict[str, np.ndarray]) -> Path:

@@ -82,8 +82,13 @@ BATCH = "batch"
 #: What ``load`` may allocate, all tensors together, and the largest file it parses. Pass
 #: ``max_bytes=`` to load a bigger model.
 MAX_BYTES = 1 << 30
-#: The most nodes (and the most initializers) a model may hold.
+#: The most nodes (and the most initializers) a model may hold, in all its graphs and functions.
 MAX_NODES = 100_000
+#: The most protobuf entries (messages, strings, repeated numbers) a model may hold. Each costs
+#: protobuf about 150 bytes once parsed, whatever it took in the file (an empty node is 2
+#: bytes): 20 MB of empty nodes took 1.6 GB to parse (issue 37). They are counted on the file's
+#: bytes before it is parsed (``_scan``).
+MAX_ENTRIES = 20 * MAX_NODES
 #: Names are cut to this length (they only label values).
 MAX_NAME = 256
 
@@ -1174,6 +1179,7 @@ def load(path: str | os.PathLike, *, max_bytes: int = MAX_BYTES,
                                  f"mg.onnx.load(path, max_bytes=...)")
     with open(path, "rb") as file:
         data = file.read()
+    _check_before_parsing(data, where, max_bytes)
     try:
         model = onnx.ModelProto.FromString(data)
     except Exception as e:  # protobuf's DecodeError; a protobuf is data, nothing runs
@@ -1187,8 +1193,130 @@ def load(path: str | os.PathLike, *, max_bytes: int = MAX_BYTES,
     return _build(ctx, model.graph, table)
 
 
+# The message types of onnx.proto whose entries can be many, by field number: a field named
+# here holds a message of that type; every other field is a number or bytes, counted as one
+# entry (a packed run of numbers counts by its bytes).
+_MESSAGES: dict[str, dict[int, str]] = {
+    "model": {7: "graph", 8: "opset", 14: "pair", 20: "training", 25: "function"},
+    "graph": {1: "node", 5: "tensor", 11: "value", 12: "value", 13: "value", 14: "annotation",
+              15: "sparse", 16: "pair"},
+    "node": {5: "attribute", 9: "pair"},
+    "attribute": {5: "tensor", 6: "graph", 10: "tensor", 11: "graph", 14: "type", 15: "type",
+                  22: "sparse", 23: "sparse"},
+    "function": {6: None, 7: "node", 9: "opset", 11: "attribute", 12: "value", 14: "pair"},
+    "tensor": {13: "pair", 14: None},
+    "sparse": {1: "tensor", 2: "tensor"},
+    "value": {2: "type", 4: "pair"},
+    "type": {1: "tensor_type", 4: "sequence_type", 5: "map_type", 8: "tensor_type",
+             9: "sequence_type"},
+    "tensor_type": {2: "shape"},
+    "sequence_type": {1: "type"},
+    "map_type": {2: "type"},
+    "shape": {1: "dim"},
+    "annotation": {2: "pair"},
+    "training": {1: "graph", 2: "pair", 3: "graph", 4: "pair"},
+    "opset": {}, "pair": {}, "dim": {},
+}
+#: Fields that hold runs of packed varints: a tensor's dims, int32_data, int64_data and
+#: uint64_data, an attribute's ints.
+_PACKED_VARINTS: dict[str, set[int]] = {"tensor": {1, 5, 7, 11}, "attribute": {8}}
+
+
+class _Scan:
+    """What a model holds, counted on the protobuf's bytes without building it: its IR version,
+    the opsets it imports, its nodes and its entries. Stops as soon as a count is over."""
+
+    def __init__(self, where: str) -> None:
+        self.where, self.nodes, self.entries, self.numbers = where, 0, 0, 0
+        self.ir_version, self.opsets = 0, {}
+
+    def over(self) -> bool:
+        return self.nodes > MAX_NODES or self.entries > MAX_ENTRIES
+
+    def read(self, data: memoryview, kind: str = "model", pos: int = 0, end: int | None = None,
+             depth: int = 0) -> None:
+        end = len(data) if end is None else end
+        if depth > 64:
+            raise SerializationError(f"{self.where}: its messages nest more than 64 deep")
+        fields, opset = _MESSAGES[kind], {}
+        while pos < end and not self.over():
+            key, pos = _varint(data, pos, end, self.where)
+            number, wire = key >> 3, key & 7
+            self.entries += 1
+            if wire == 0:
+                value, pos = _varint(data, pos, end, self.where)
+                if kind == "model" and number == 1:
+                    self.ir_version = value
+                elif kind == "opset" and number == 2:
+                    opset["version"] = value
+            elif wire in (1, 5):
+                pos += 8 if wire == 1 else 4
+            elif wire == 2:
+                size, pos = _varint(data, pos, end, self.where)
+                if pos + size > end:
+                    raise SerializationError(f"{self.where} is not an ONNX model: a field runs "
+                                             f"past the end of its message")
+                child = fields.get(number)
+                if child is not None:
+                    self.nodes += child == "node"
+                    self.read(data, child, pos, pos + size, depth + 1)
+                elif kind == "opset" and number == 1:
+                    opset["domain"] = bytes(data[pos:pos + size]).decode("utf-8", "replace")
+                elif number in _PACKED_VARINTS.get(kind, ()):
+                    self.numbers += size  # each byte may be a number of 8 bytes once parsed
+                pos += size
+            else:
+                raise SerializationError(f"{self.where} is not an ONNX model: field {number} "
+                                         f"has wire type {wire}")
+        if kind == "opset":
+            self.opsets[opset.get("domain", "")] = opset.get("version", 0)
+
+
+def _varint(data: memoryview, pos: int, end: int, where: str) -> tuple[int, int]:
+    value = shift = 0
+    while pos < end and shift < 70:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+    raise SerializationError(f"{where} is not an ONNX model: a number is cut off or too long")
+
+
+def _check_before_parsing(data: bytes, where: str, max_bytes: int) -> None:
+    """Refuse, before protobuf builds anything, a model whose nodes or entries are over the
+    limits, whose packed numbers would take more than ``max_bytes`` (8 bytes each, from one
+    byte each in the file), or whose IR version or opset this loader (and ONNX Runtime) cannot
+    read."""
+    scan = _Scan(where)
+    with memoryview(data) as view:
+        scan.read(view)
+    if scan.nodes > MAX_NODES:
+        raise SerializationError(f"{where} holds {scan.nodes:,} nodes or more (counted before "
+                                 f"parsing); minigraph loads at most {MAX_NODES:,}")
+    if scan.entries > MAX_ENTRIES:
+        raise SerializationError(f"{where} holds more than {MAX_ENTRIES:,} protobuf entries "
+                                 f"(nodes, attributes, names, numbers), about "
+                                 f"{150 * MAX_ENTRIES / 2**30:.1f} GB once parsed; minigraph "
+                                 f"loads at most {MAX_ENTRIES:,}")
+    if 8 * scan.numbers > max_bytes + len(data):
+        raise SerializationError(f"{where} holds up to {scan.numbers:,} packed numbers, "
+                                 f"{8 * scan.numbers:,} bytes once parsed, more than "
+                                 f"max_bytes={max_bytes:,}; if you trust the file, pass a "
+                                 f"larger mg.onnx.load(path, max_bytes=...)")
+    if not 3 <= scan.ir_version <= onnx.IR_VERSION:
+        raise SerializationError(f"{where} has IR version {scan.ir_version}; this onnx package "
+                                 f"reads IR versions 3 to {onnx.IR_VERSION} (ONNX Runtime "
+                                 f"refuses a newer one too): export it again, or convert it")
+    _opset_version(scan.opsets, where)
+
+
 def _opset(model: onnx.ModelProto, where: str) -> int:
-    versions = {o.domain: o.version for o in model.opset_import}
+    return _opset_version({o.domain: o.version for o in model.opset_import}, where)
+
+
+def _opset_version(versions: dict[str, int], where: str) -> int:
     version = versions.get("", versions.get("ai.onnx"))
     if version is None:
         raise SerializationError(f"{where}: the model imports no version of the standard "
