@@ -120,7 +120,8 @@ def test_the_release_imports_and_its_stubs_say_where_the_learners_answer_is(rele
 import course_utils.minigraph as mg, course_utils.engine as engine
 import course_utils.engine_forward, course_utils.tape, course_utils.bench as bench
 assert engine.__file__.startswith({str(release / "src")!r}), engine.__file__
-from course_utils.withheld import AnswerWithheld
+from course_utils.withheld import AnswerWithheld, is_withheld
+assert is_withheld("01.1") and is_withheld("14.1") and not is_withheld("00.1")
 with mg.Graph().as_default() as g:  # minigraph still runs, its withheld passes skipped
     x = mg.placeholder((2,), name="x")
     y = mg.exp(x * mg.constant(1.0)) + mg.exp(mg.constant(0.0))
@@ -150,6 +151,9 @@ print([round(float(v), 3) for v in mg.Session(g).run(y, {{x: [0.0, 1.0]}})])
 
 def test_solutions_01_restores_lesson_01s_answers_and_a_later_release_keeps_them(release):
     assert build.main(["--release", str(release), "--solutions", "01"]) == 0
+    done = _run(release, "from course_utils.withheld import is_withheld as w\n"
+                "print(w('01.2'), w('02.1'))")
+    assert done.stdout.split() == ["False", "True"], done.stderr
     assert json.loads((release / MANIFEST).read_text())["solutions"] == ["01"]
     forward = (release / "src/course_utils/engine_forward.py").read_text()
     assert forward == (SRC / "course_utils/engine_forward.py").read_text()

@@ -10,10 +10,25 @@ See CONTRIBUTING.md, "Answers in the package".
 
 from __future__ import annotations
 
+#: The exercises whose answers in this copy of the package are withheld: empty in the course's
+#: repository; a release writes the ids it withholds here (``answers_in_package.strip_package``).
+WITHHELD: frozenset[str] = frozenset()
+
 
 class AnswerWithheld(NotImplementedError):
     """This release withholds the course's answer to an exercise; use your own (the message
     says which exercise, and where your answer is)."""
 
 
-__all__ = ["AnswerWithheld"]
+def is_withheld(exercise: str) -> bool:
+    """True when this copy of the package withholds its answer to ``exercise`` ("01.2"): a
+    cell that would use the course's code there (a setup cell that hands out the course's
+    rules, a check's reference) can use the learner's own or another route instead.
+
+    >>> is_withheld("01.2")  # the course's repository withholds nothing
+    False
+    """
+    return exercise in WITHHELD
+
+
+__all__ = ["AnswerWithheld", "WITHHELD", "is_withheld"]

@@ -259,6 +259,16 @@ def strip(text: str, answers: Iterable[Answer], withheld: set[str],
     return "\n".join(out) + ("\n" if text.endswith("\n") else "")
 
 
+def _record_withheld(text: str, withheld: set[str], path: Path) -> str:
+    """``course_utils/withheld.py`` with its ``WITHHELD`` set to the ids withheld (written)."""
+    line = "WITHHELD: frozenset[str] = frozenset()"
+    if line not in text:
+        raise ValueError(f"{path}: no line `{line}` to record the withheld exercises in")
+    new = text.replace(line, f"WITHHELD: frozenset[str] = frozenset({sorted(withheld)!r})")
+    path.write_text(new, encoding="utf-8")
+    return new
+
+
 def strip_package(src: Path, withheld: set[str], where: Callable[[str], str]) -> list[Answer]:
     """Withhold, in the copy of the package under ``src`` (a release's), every region that
     answers an exercise in ``withheld``; return the regions withheld. Each changed module is
@@ -267,6 +277,8 @@ def strip_package(src: Path, withheld: set[str], where: Callable[[str], str]) ->
     done = []
     for path in python_files(src):
         text = path.read_text(encoding="utf-8")
+        if path.name == "withheld.py" and path.parent == folder:
+            text = _record_withheld(text, withheld, path)
         if "SOLUTION" not in text:
             continue
         answers = scan_text(text, path.relative_to(folder.parent).as_posix())
