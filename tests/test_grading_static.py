@@ -83,6 +83,28 @@ def test_the_complex_step_is_a_forbidden_route_of_01_4(rule):
     assert found.forbidden, found
 
 
+def test_a_copy_of_init_mlp_is_still_init_mlp():
+    """Issue 36: a types.FunctionType copy of init_mlp dodged forbid in the kernel (00.2 2/2)."""
+    found = judged("00_setup", "00.2", (
+        "import types\n_mine = types.FunctionType(init_mlp.__code__, init_mlp.__globals__)\n"
+        "def count_parameters(sizes):\n"
+        "    return sum(w.size + b.size for w, b in _mine(sizes))\n"))
+    assert "course_utils.data.init_mlp" in {r for _, r in found.forbidden}, found
+    assert "types.FunctionType" in {h.what for h in found.hiding}
+
+
+def test_pytorchs_silu_in_a_thread_is_still_pytorchs_silu():
+    """Issue 36: PyTorch's SiLU kernels run in a short-lived thread went unseen by the op
+    recorder (07.1 1/5 -> 5/5); the check's own list (NO_LIBRARY) holds the source too."""
+    found = judged("07_pytorch_autograd", "07.1", (
+        "import threading\nimport torch.nn.functional as F\n\n"
+        "class SiLU(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n"
+        "        out = []\n        t = threading.Thread(target=lambda: out.append(F.silu(x)))\n"
+        "        t.start()\n        t.join()\n        ctx.save_for_backward(x)\n"
+        "        return out[0]\n"))
+    assert "torch.nn.functional.silu" in {r for _, r in found.forbidden}, found
+
+
 def test_other_lessons_routes_from_the_table():
     found = judged("02_static_graphs", "02.4", "def silu_impl(x):\n    return x\n"
                    "def silu_vjp(g, out, x):\n    return tuple(mg.gradients(out, [x], g))\n")
@@ -157,7 +179,7 @@ def test_a_shortcut_scores_at_most_half_and_says_where():
     assert "graphlib" in result.message and "line 2" in result.message
     low = ExerciseResult("01.1", 1, 4, "fail", "AssertionError: ...")
     static.apply([low], {"01.1": found}, [])
-    assert low.points == 1 and "graphlib" in low.notes[0]
+    assert low.points == 1 and low.status == "fail" and "graphlib" in low.notes[0]
 
 
 def test_a_helper_in_an_earlier_cell_counts_for_the_answer_that_uses_it():

@@ -59,5 +59,6 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     # backward for it is what is forbidden.
     "07.1": (".grad_fn", "torch.autograd.grad", "torch.autograd.backward",
              "torch.autograd.functional", "torch.autograd.forward_ad", "torch.func",
-             "torch.Tensor.backward"),
+             "torch.Tensor.backward", "torch.nn.SiLU", "torch.nn.functional.silu",
+             "torch.ops.aten.silu*"),
 }

@@ -386,13 +386,20 @@ def matches(name: str, route: str) -> bool:
 
 def forbid_literals(checks: Iterable[str]) -> set[str]:
     """The string literals in the ``forbid(...)`` calls of some check cells' source, and the
-    routes they pass by name from ``routes`` (``forbid(*routes.ORDERING)``)."""
+    routes they pass by name: from ``routes`` (``forbid(*ORDERING)``) or a tuple of literals
+    the check itself assigns (``forbid(*NO_LIBRARY)``)."""
     found: set[str] = set()
     for source in checks:
         try:
             tree = ast.parse(_python(source))
         except (SyntaxError, RecursionError, MemoryError):
             continue
+        named = {}  # NO_LIBRARY = ("torch.nn.functional.silu", ...) in the check itself
+        for stmt in tree.body:
+            if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Tuple | ast.List):
+                for target in stmt.targets:
+                    if isinstance(target, ast.Name):
+                        named[target.id] = {t for t in map(_string, stmt.value.elts) if t}
         for node in ast.walk(tree):
             if not (isinstance(node, ast.Call) and getattr(node.func, "id", getattr(
                     node.func, "attr", None)) == "forbid"):
@@ -402,6 +409,7 @@ def forbid_literals(checks: Iterable[str]) -> set[str]:
                 name = getattr(value, "id", getattr(value, "attr", None))
                 if isinstance(name, str) and isinstance(getattr(routes, name, None), tuple):
                     found.update(getattr(routes, name))
+                found.update(named.get(name, ()) if isinstance(name, str) else ())
                 for inner in ast.walk(value):
                     text = _string(inner)
                     if text is not None:
@@ -535,6 +543,17 @@ def _shown(name: str) -> str:
     return name.lstrip(".") if name.startswith(".") else name
 
 
+def limit(points: float, possible: float, found: Judgement | None) -> float:
+    """The most an exercise may score given its static judgement: 0 when its answer reaches
+    the grader's machinery, half its points when it reaches a forbidden route (for the audit,
+    which scores variants itself; ``apply`` for a graded notebook)."""
+    if found is None:
+        return points
+    if found.machinery:
+        return 0.0
+    return min(points, possible / 2) if found.forbidden else points
+
+
 def apply(results: Sequence[Any], judgements: Mapping[str, Judgement],
           labels: Sequence[str]) -> None:
     """Score ``results`` (``report.ExerciseResult``) by the static judgement, in place."""
@@ -542,25 +561,21 @@ def apply(results: Sequence[Any], judgements: Mapping[str, Judgement],
         found = judgements.get(result.exercise)
         if found is None:
             continue
+        most = limit(result.points, result.possible, found)
         if found.machinery:
             f = found.machinery[0]
             text = (f"your answer reaches the grader's machinery ({_shown(f.what)}, at "
                     f"{_where(f, labels)}): this exercise scores 0")
-            result.points, result.status, result.message = 0, "tampered", text
+            result.points, result.status, result.message = most, "tampered", text
             result.notes.append(text)
-        elif found.forbidden and result.points > result.possible / 2:
+        elif found.forbidden:
             f, route = found.forbidden[0]
             text = (f"a shortcut: your answer reaches {_shown(f.what)} (at {_where(f, labels)}), "
                     f"which exercise {result.exercise} asks you to do without "
                     f"({_shown(route)}): at most half the points")
-            result.points = result.possible / 2
-            result.status, result.message = "fail", text
+            if most < result.points:
+                result.points, result.status, result.message = most, "fail", text
             result.notes.append(text)
-        elif found.forbidden:
-            f, route = found.forbidden[0]
-            result.notes.append(f"your answer reaches {_shown(f.what)} (at {_where(f, labels)}),"
-                                f" which exercise {result.exercise} asks you to do without: "
-                                "such an answer scores at most half the points")
         hidden = list(dict.fromkeys(f"{f.what} at {_where(f, labels)}"
                                     for f in found.hiding))
         if hidden:
