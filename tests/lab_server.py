@@ -18,6 +18,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from machine_speed import slowness
+
 ROOT = Path(__file__).resolve().parents[1]
 #: Locked while `make lab` (re)installs the course's kernel into .venv: its `kernel` step deletes
 #: and copies the kernelspec's folder, and two at once (test_browser.py and test_make_lab.py in
@@ -92,7 +94,7 @@ class Lab:
         """The address of `path` (e.g. "lab/tree/notebooks/00_setup.ipynb") with the token."""
         return f"{self.base}/{path}?token={self.token}"
 
-    def get_json(self, api_path: str, patience: float = 30.0):
+    def get_json(self, api_path: str, patience: float = 30.0 * slowness()):
         """GET a JSON document, retrying while the server is still starting to listen."""
         deadline = time.monotonic() + patience
         while True:
@@ -106,7 +108,7 @@ class Lab:
 
 
 @contextlib.contextmanager
-def running_lab(startup_timeout: float = 90.0, hold_kernel_lock: bool = False):
+def running_lab(startup_timeout: float = 90.0 * slowness(), hold_kernel_lock: bool = False):
     """Run `make lab PORT=0` in its own process group; yield a `Lab`; stop it.
 
     PORT=0: JupyterLab binds a port the system gives it and prints it in its URL, which is read

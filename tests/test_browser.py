@@ -40,10 +40,12 @@ pytestmark = [
 # killed midway left there, must not share or clash over a notebook.
 SCRATCH = ROOT / "browser-test-scratch"
 PANEL = ".jp-NotebookPanel:not(.lm-mod-hidden)"  # the notebook tab on show
-#: Playwright's limit for each action (a click, a screenshot, reading a cell's prompt): its 30 s
-#: stretched by how much slower than an idle two-core machine this one runs now. At load 30 a
-#: screenshot of JupyterLab opening a lesson took longer than 30 s.
-PLAYWRIGHT_TIMEOUT_MS = 30_000 * slowness()
+#: How much slower than an idle two-core machine this one runs now (tests/machine_speed.py):
+#: every time limit below is stretched by it, as the grading tests' are.
+SLOW = slowness()
+#: Playwright's limit for each action (a click, a screenshot, reading a cell's prompt): its 30 s,
+#: stretched. At load 30 a screenshot of JupyterLab opening a lesson took longer than 30 s.
+PLAYWRIGHT_TIMEOUT_MS = 30_000 * SLOW
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +87,7 @@ def scratch():
         SCRATCH.rmdir()  # unless another run is still using it
 
 
-def open_notebook(page, lab, path: str, timeout: float = 60.0) -> None:
+def open_notebook(page, lab, path: str, timeout: float = 60.0 * SLOW) -> None:
     """Open a notebook and wait until the server says its kernel is up and idle."""
     page.goto(lab.url(f"lab/tree/{path}") + "&reset")  # reset: no tabs left from a previous step
     page.wait_for_selector(f"{PANEL} .jp-Cell", timeout=timeout * 1000)
@@ -105,7 +107,7 @@ def prompts(page) -> list[str]:
     return [p.text_content().strip() for p in cells]
 
 
-def wait_until_run(page, timeout: float = 100.0) -> None:
+def wait_until_run(page, timeout: float = 100.0 * SLOW) -> None:
     """Wait until cells have run and the kernel is idle, with nothing queued, for a full second.
 
     (The toolbar says "idle" before the kernel has even started, so idle alone proves nothing.)
@@ -136,7 +138,7 @@ def accept_kernel_dialog(page) -> None:
         dialog.wait_for_element_state("hidden")
 
 
-def wait_for_file(path: Path, ready, what: str, timeout: float = 30.0) -> None:
+def wait_for_file(path: Path, ready, what: str, timeout: float = 30.0 * SLOW) -> None:
     """Wait until the file at ``path`` exists and ``ready(its text)`` holds (a save is written by
     the server some time after the key press that asked for it)."""
     deadline = time.monotonic() + timeout

@@ -42,6 +42,7 @@ from test_browser import (  # noqa: E402
     CHROMIUM,
     CHROMIUM_FLAGS,
     PLAYWRIGHT_TIMEOUT_MS,
+    SLOW,
     accept_kernel_dialog,
     answered,
     solution_source,
@@ -104,7 +105,7 @@ def running_hub(tmp: Path):
                                stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
-        _get(f"{base}/hub/api", patience=120)
+        _get(f"{base}/hub/api", patience=120 * SLOW)
         yield base, homes, runtime
     finally:
         token = (runtime / "hub.mark").read_text() if (runtime / "hub.mark").exists() else ""
@@ -134,7 +135,8 @@ _GET_JSON = """async url => {
 }"""
 
 
-def _wait_for_kernel(page, base: str, name: str, path: str, timeout: float = 180.0) -> None:
+def _wait_for_kernel(page, base: str, name: str, path: str, timeout: float = 180.0 * SLOW
+                     ) -> None:
     """Wait until ``name``'s server says the kernel of the notebook at ``path`` is up and idle
     (the toolbar says "idle" before the kernel has even started)."""
     sessions = f"{base}/user/{name}/api/sessions"
@@ -151,7 +153,7 @@ def _wait_for_kernel(page, base: str, name: str, path: str, timeout: float = 180
     raise AssertionError(f"no idle kernel for {name}'s {path} after {timeout:.0f} s: {states}")
 
 
-def _run_cell(page, index: int, timeout: float = 120.0) -> None:
+def _run_cell(page, index: int, timeout: float = 120.0 * SLOW) -> None:
     """Run the notebook's code cell ``index`` (Shift+Enter in it) and wait for its number. The
     notebook's kernel is idle (``_wait_for_kernel``) before the first."""
     cell = page.locator(f"{PANEL} .jp-CodeCell").nth(index)
@@ -184,7 +186,7 @@ def _learner_pulls(browser, base: str, name: str, link: str, shots: Path):
     page.fill("input[name=username]", name)
     page.fill("input[name=password]", "any")
     page.click("[type=submit]")
-    page.wait_for_selector(f"{PANEL} .jp-Cell", timeout=180_000)  # spawn, pull, open the lesson
+    page.wait_for_selector(f"{PANEL} .jp-Cell", timeout=180_000 * SLOW)  # spawn, pull, open
     page.screenshot(path=shots / f"hub-{name}-1-pulled.png")
     return context, page
 
@@ -194,7 +196,7 @@ def _answer(page, base: str, name: str, source: str, shots: Path, homes: Path) -
     until the saved notebook on disk holds it."""
     page.goto(f"{base}/user/{name}/lab/tree/graph-course/exercises/{LESSON}.ipynb?reset")
     stub = page.locator(f"{PANEL} .jp-CodeCell", has_text="Exercise 01.1").first
-    stub.wait_for(timeout=60_000)
+    stub.wait_for(timeout=60_000 * SLOW)
     stub.scroll_into_view_if_needed()
     stub.locator(".cm-content").click()
     page.keyboard.press("Control+A")
@@ -245,11 +247,11 @@ def test_a_class_on_jupyterhub(tmp_path):
                                              "language": "python"}
             nbformat.write(grader, homes / "ada" / "grade.ipynb")
             page.goto(f"{base}/user/ada/lab/tree/grade.ipynb?reset")
-            page.wait_for_selector(f"{PANEL} .jp-Cell", timeout=60_000)
+            page.wait_for_selector(f"{PANEL} .jp-Cell", timeout=60_000 * SLOW)
             _wait_for_kernel(page, base, "ada", "grade.ipynb")
-            _run_cell(page, 0, timeout=240)
+            _run_cell(page, 0, timeout=240 * SLOW)
             text = ""
-            for _ in range(240):  # the report comes at the end of the cell's output
+            for _ in range(round(240 * SLOW)):  # the report comes at the end of the output
                 text = "\n".join(page.locator(f"{PANEL} .jp-OutputArea-output")
                                  .all_text_contents())
                 if "total" in text:
@@ -281,7 +283,7 @@ def test_a_class_on_jupyterhub(tmp_path):
         grades = tmp_path / "grades.csv"
         done = subprocess.run([sys.executable, "-m", "course_utils.grading.grade", str(klass),
                                "--csv", str(grades), "--sandbox", "--jobs", "2"], cwd=ROOT,
-                              capture_output=True, text=True, timeout=600)
+                              capture_output=True, text=True, timeout=600 * SLOW)
         with open(grades, newline="", encoding="utf-8") as f:
             rows = {(r["learner"], r["exercise"]): r for r in csv.DictReader(f)}
         assert rows[("ada", "01.1")]["status"] == "pass", done.stdout[-3000:]
