@@ -676,6 +676,8 @@ class ClassRun:
         and a note saying so and why); ``warn``: name each override that matches nothing."""
         import copy
 
+        if not self.overrides:
+            return list(reports)
         out = [copy.deepcopy(r) for r in reports]
         for o in self.overrides:
             hits = [e for r in out if o.learner in {r.learner, self._who(r.learner)}
