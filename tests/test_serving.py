@@ -467,3 +467,109 @@ def test_open_loop_explains_bad_arguments():
         serving.open_loop_test({"m": ("127.0.0.1", 1)}, np.ones((2, 2)), [0])
     with pytest.raises(ValueError, match="one request per row"):
         serving.open_loop_test({"m": ("127.0.0.1", 1)}, np.ones(3), [10])
+
+
+# --- issue 37: what a client can hold of the server ------------------------------------------
+
+#: A server in its own process (argv[1]: its open-file limit, or 0 to keep it), which prints its
+#: port and serves ``2 * x`` until it is stopped.
+SERVE = """
+import resource, sys, time
+if int(sys.argv[1]):
+    resource.setrlimit(resource.RLIMIT_NOFILE, (int(sys.argv[1]), int(sys.argv[1])))
+from course_utils import serving
+with serving.Server(lambda x: 2 * x) as server:
+    print(server.address[1], flush=True)
+    time.sleep(120)
+"""
+
+
+@pytest.fixture
+def server_process():
+    """Start ``SERVE`` in a child process; yields (process, address); stops it after."""
+    import subprocess
+    import sys
+
+    started = []
+
+    def start(open_files: int = 0):
+        process = subprocess.Popen([sys.executable, "-c", SERVE, str(open_files)],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        started.append(process)
+        return process, ("127.0.0.1", int(process.stdout.readline()))
+
+    yield start
+    for process in started:
+        process.kill()
+        process.communicate(timeout=30)
+
+
+def test_idle_connections_cannot_lock_honest_clients_out(server_process):
+    # The issue's 343 idle connections used up the server's descriptors: every later client
+    # waited forever, and the server's loop logged 62,295 failed accepts (25 MB) in 17 s. Here
+    # the server may open 64 files: 80 idle connections would do the same. Now a new client
+    # takes the place of the connection idle the longest.
+    process, address = server_process(open_files=64)
+    idle = [socket.create_connection(address, timeout=10) for _ in range(80)]
+    try:
+        x = RNG.standard_normal((3, 5)).astype(np.float32)
+        with serving.Client(address, timeout=10 * slowness()) as client:
+            np.testing.assert_array_equal(client.predict(x), 2 * x)
+    finally:
+        for sock in idle:
+            sock.close()
+    process.kill()
+    _, log = process.communicate(timeout=30)
+    assert len(log) < 10_000, f"the server logged {len(log):,} characters: {log[:500]}"
+
+
+def test_a_connection_idle_past_its_timeout_is_closed():
+    with serving.Server(model, idle_timeout_s=0.3) as server, \
+            socket.create_connection(server.address, timeout=30) as sock:
+        t0 = time.monotonic()
+        assert sock.recv(1) == b""  # closed by the server, with nothing to say
+        assert time.monotonic() - t0 < 30
+
+
+def test_unfinished_large_requests_hold_at_most_the_servers_buffer(server_process):
+    # 40 requests of 4 MB each, all but their last byte sent: before, the server held all
+    # 160 MB (the issue's 200 held 836 MB). Now the bodies it reads add up to at most
+    # max_buffered_bytes (64 MiB, plus the loop's own buffers); the others are answered
+    # "server busy" before their body is read, and a small request is still served.
+    import psutil
+
+    process, address = server_process()
+    rows, cols = 1024, 1023
+    request = serving.encode(np.zeros((rows, cols), np.float32))[:-1]
+    before = psutil.Process(process.pid).memory_info().rss
+    senders = []
+    try:
+        for _ in range(40):
+            sock = socket.create_connection(address, timeout=30 * slowness())
+            sock.sendall(request)
+            senders.append(sock)
+        time.sleep(0.5)
+        grown = psutil.Process(process.pid).memory_info().rss - before
+        assert grown < 96 * 2**20, \
+            f"40 unfinished 4 MB requests grew the server by {grown / 2**20:.0f} MB"
+        x = RNG.standard_normal((2, 4)).astype(np.float32)
+        with serving.Client(address, timeout=10 * slowness()) as client:
+            np.testing.assert_array_equal(client.predict(x), 2 * x)
+        busy = senders[-1]
+        busy.settimeout(10 * slowness())
+        reply = serving._recv_exactly(busy, serving.HEADER.size)
+        rows_, size = serving.HEADER.unpack(reply)
+        assert rows_ == serving.ERROR_ROWS
+        assert b"server busy" in serving._recv_exactly(busy, size)
+    finally:
+        for sock in senders:
+            sock.close()
+
+
+def test_the_new_limits_explain_bad_values():
+    with pytest.raises(ValueError, match="idle_timeout_s"):
+        serving.Server(model, idle_timeout_s=0)
+    with pytest.raises(ValueError, match="max_connections"):
+        serving.Server(model, max_connections=0)
+    with pytest.raises(ValueError, match="max_buffered_bytes"):
+        serving.Server(model, max_buffered_bytes=10)

@@ -12,8 +12,10 @@ read in one go:
   **batches dynamically** (:class:`Batcher`): requests that arrived while the model was busy, or
   within ``max_wait_ms`` of the first, go into one model call, and each client gets back exactly
   its own rows. It serves loopback only unless told otherwise, refuses a request larger than
-  ``max_request_bytes`` and drops a connection whose request is not complete within
-  ``request_timeout_s`` of its first byte;
+  ``max_request_bytes``, drops a connection whose request is not complete within
+  ``request_timeout_s`` of its first byte or that waits ``idle_timeout_s`` for one, keeps at
+  most ``max_connections`` open (a new client takes the place of the longest idle one) and
+  buffers at most ``max_buffered_bytes`` of requests at once;
 - :func:`load_test`: **closed-loop** clients, each sending a request, waiting for the reply and
   sending the next, as callers who wait for their answer do. It reports the latency percentiles the
   requests saw and the throughput (completed requests per second);
@@ -77,6 +79,15 @@ STALL_S = 30.0
 MAX_REQUEST_BYTES = 4 << 20
 #: How long a :class:`Server` waits for the rest of a request once its first byte has arrived.
 REQUEST_TIMEOUT_S = 10.0
+#: How long a :class:`Server` keeps a connection that sends nothing between requests.
+IDLE_TIMEOUT_S = 60.0
+#: The most request bytes a :class:`Server` holds at once, all connections together (16
+#: requests of the largest size): 200 unfinished 4 MiB requests held 836 MB (issue 37).
+MAX_BUFFERED_BYTES = 64 << 20
+#: The most connections a :class:`Server` keeps open by default: 256, or a quarter of the
+#: process's open-file limit if that is fewer (343 idle connections used up the descriptors and
+#: locked every other client out; the server's loop then logged 62,295 failed accepts).
+MAX_CONNECTIONS = 256
 #: A closed-loop window lasts at least this many mean latencies (up to ten times its
 #: ``duration_s``): the requests still in flight when it closes, which it does not count, are then
 #: a small share of those it counts, and in flight = throughput x mean latency reads close to the
@@ -288,13 +299,21 @@ class Server:
     A request whose body is larger than ``max_request_bytes`` gets an error reply (HTTP would say
     413, "content too large") and its connection is closed, before its body is read; so is one
     not complete ``request_timeout_s`` seconds after its first byte (a client that sends half a
-    request and waits holds nothing for long). Between requests, a connection may stay idle.
+    request and waits holds nothing for long). A connection that sends nothing for
+    ``idle_timeout_s`` between requests is closed. At most ``max_connections`` are open at once:
+    past that a new client takes the place of the connection idle the longest, or, if every one
+    is in the middle of a request, gets a "server busy" error reply. The bodies being read, all
+    connections together, hold at most ``max_buffered_bytes``: a request that would go over gets
+    a "server busy" reply (HTTP's 503) before its body is read.
     """
 
     def __init__(self, predict: Predict, *, max_batch: int = 1, max_wait_ms: float = 0.0,
                  host: str = "127.0.0.1", port: int = 0,
                  max_request_bytes: int = MAX_REQUEST_BYTES,
-                 request_timeout_s: float = REQUEST_TIMEOUT_S, allow_remote: bool = False):
+                 request_timeout_s: float = REQUEST_TIMEOUT_S,
+                 idle_timeout_s: float = IDLE_TIMEOUT_S,
+                 max_connections: int | None = None,
+                 max_buffered_bytes: int = MAX_BUFFERED_BYTES, allow_remote: bool = False):
         if not allow_remote and not _is_loopback(host):
             raise ValueError(
                 f"Server(host={host!r}) would take requests from other machines, and it runs "
@@ -304,12 +323,26 @@ class Server:
         if not isinstance(max_request_bytes, int) or max_request_bytes < HEADER.size:
             raise ValueError(f"max_request_bytes is the largest request body in bytes, an int "
                              f"of at least {HEADER.size}; got {max_request_bytes!r}")
-        if not request_timeout_s > 0:
-            raise ValueError(f"request_timeout_s is a number of seconds > 0; got "
-                             f"{request_timeout_s!r}")
+        for name, seconds in (("request_timeout_s", request_timeout_s),
+                              ("idle_timeout_s", idle_timeout_s)):
+            if not (isinstance(seconds, numbers.Real) and seconds > 0):
+                raise ValueError(f"{name} is a number of seconds > 0; got {seconds!r}")
+        max_connections = _default_connections() if max_connections is None else max_connections
+        if not isinstance(max_connections, int) or max_connections < 1:
+            raise ValueError(f"max_connections is the most connections open at once, an int "
+                             f">= 1; got {max_connections!r}")
+        if not isinstance(max_buffered_bytes, int) or max_buffered_bytes < max_request_bytes:
+            raise ValueError(f"max_buffered_bytes is the most request bytes held at once, an "
+                             f"int of at least max_request_bytes ({max_request_bytes:,}); got "
+                             f"{max_buffered_bytes!r}")
         self.batcher = Batcher(predict, max_batch, max_wait_ms)
         self.host, self.port = host, port
         self.max_request_bytes, self.request_timeout_s = max_request_bytes, request_timeout_s
+        self.idle_timeout_s, self.max_connections = idle_timeout_s, max_connections
+        self.max_buffered_bytes = max_buffered_bytes
+        self.buffered = 0  # request bytes being read now, all connections together
+        # connection -> when it last went idle (None: in the middle of a request); oldest first
+        self._connections: dict[asyncio.StreamWriter, float | None] = {}
         self.address: tuple[str, int] | None = None
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -357,7 +390,11 @@ class Server:
     async def _main(self) -> None:
         self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
         try:
-            server = await asyncio.start_server(self._handle, self.host, self.port)
+            # backlog also caps how many connections the loop accepts at once, before any
+            # handler could make room: kept under max_connections, they cannot run the
+            # process out of descriptors together.
+            server = await asyncio.start_server(self._handle, self.host, self.port,
+                                                backlog=min(100, self.max_connections))
         except OSError as err:
             self._failure = err
             self._started.set()
@@ -371,12 +408,31 @@ class Server:
         # Let the connection handlers see their cancellation before the loop closes.
         await asyncio.gather(batching, return_exceptions=True)
 
+    def _admit(self, writer: asyncio.StreamWriter) -> bool:
+        """Make room for a new connection: close the one idle the longest if all places are
+        taken; False if every open connection is in the middle of a request."""
+        if len(self._connections) >= self.max_connections:
+            idle = [(since, w) for w, since in self._connections.items() if since is not None]
+            if not idle:
+                return False
+            oldest = min(idle, key=lambda pair: pair[0])[1]
+            self._connections.pop(oldest)
+            oldest.transport.abort()  # its handler's read ends; it sent nothing to answer
+        self._connections[writer] = time.monotonic()
+        return True
+
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if not self._admit(writer):
+            writer.write(encode_error(f"server busy: {self.max_connections} connections are in "
+                                      f"the middle of a request (Server(..., max_connections="
+                                      f"...)); try again"))
+            writer.close()  # at once: a refused connection holds nothing
+            return
         try:
             while True:
                 try:
-                    request = await self._read_request(reader)
+                    request = await self._read_request(reader, writer)
                 except (asyncio.IncompleteReadError, ConnectionError):
                     return  # the client hung up
                 except _Refused as refused:  # its body is never read: answer, then hang up
@@ -400,18 +456,28 @@ class Server:
         except (ConnectionError, asyncio.CancelledError):
             return
         finally:
+            self._connections.pop(writer, None)
             writer.close()
 
-    async def _read_request(self, reader: asyncio.StreamReader) -> tuple[int, int, bytes] | None:
-        """The next request, or ``None`` if the client hung up before sending one.
+    async def _read_request(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+                            ) -> tuple[int, int, bytes] | None:
+        """The next request, or ``None`` if the client hung up (or was idle too long, or made
+        room for another) before sending one.
 
-        The connection may wait any time for a request's first byte; from there the whole
-        request must arrive within ``request_timeout_s``, and its body is read only if its
-        header announces at most ``max_request_bytes``.
+        The connection waits at most ``idle_timeout_s`` for a request's first byte; from there
+        the whole request must arrive within ``request_timeout_s``, and its body is read only if
+        its header announces at most ``max_request_bytes`` and the server holds room for it
+        under ``max_buffered_bytes``.
         """
-        first = await reader.read(1)
-        if not first:
+        self._connections[writer] = time.monotonic()  # idle: the first to make room
+        try:
+            async with asyncio.timeout(self.idle_timeout_s):
+                first = await reader.read(1)
+        except (TimeoutError, ConnectionError):
             return None
+        if not first or writer not in self._connections:
+            return None
+        self._connections[writer] = None  # busy until the reply is sent
         try:
             async with asyncio.timeout(self.request_timeout_s):
                 rows, cols = HEADER.unpack(first + await reader.readexactly(HEADER.size - 1))
@@ -424,7 +490,16 @@ class Server:
                         f"max_request_bytes={self.max_request_bytes:,}; send fewer rows per "
                         f"request, or start the server with a larger Server(..., "
                         f"max_request_bytes=...)")
-                return rows, cols, await reader.readexactly(size)
+                if self.buffered + size > self.max_buffered_bytes:
+                    raise _Refused(
+                        f"server busy: it holds {self.buffered:,} bytes of requests being read, "
+                        f"and this one's {size:,} would pass its max_buffered_bytes="
+                        f"{self.max_buffered_bytes:,}; try again")
+                self.buffered += size
+                try:
+                    return rows, cols, await reader.readexactly(size)
+                finally:
+                    self.buffered -= size
         except TimeoutError:
             raise _Refused(f"request timed out: it was not complete {self.request_timeout_s:g} s "
                            f"after its first byte (Server(..., request_timeout_s=...))") from None
@@ -441,6 +516,19 @@ class Server:
                     pass
         except (TimeoutError, ConnectionError, OSError):
             pass
+
+
+def _default_connections() -> int:
+    """``MAX_CONNECTIONS``, or a quarter of the open-file limit where that is lower."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):
+        return MAX_CONNECTIONS
+    if soft == resource.RLIM_INFINITY:
+        return MAX_CONNECTIONS
+    return max(1, min(MAX_CONNECTIONS, soft // 4))
 
 
 class _Refused(Exception):
