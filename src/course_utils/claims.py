@@ -76,8 +76,10 @@ def _keys(text: str) -> set[tuple[float, str]]:
 
 
 def _constants() -> set[tuple[float, str]]:
-    """The course's own figures, which every lesson may state: the margin and the confidence."""
-    return {(round(100 * bench.MARGIN, 9), "%"), (round(100 * bench.CONFIDENCE, 9), "%")}
+    """The course's own figures, which every lesson may state: the margin, the confidence and
+    the error rate it allows."""
+    return {(round(100 * share, 9), "%")
+            for share in (bench.MARGIN, bench.CONFIDENCE, 1 - bench.CONFIDENCE)}
 
 
 def prose(markdown: str) -> str:
