@@ -241,13 +241,12 @@ def _preload() -> None:
     planted afterwards (in a folder the submission could write to) is then never imported."""
     import course_utils.grading as package
 
-    for info in pkgutil.iter_modules(package.__path__, package.__name__ + "."):
-        importlib.import_module(info.name)
-    for name in ("IPython.core.inputtransformer2", "ipykernel.compiler", "psutil", "numpy",
-                 "site"):
+    names = [info.name for info in pkgutil.iter_modules(package.__path__, package.__name__ + ".")]
+    for name in names + ["IPython.core.inputtransformer2", "ipykernel.compiler", "psutil",
+                         "numpy", "site"]:
         try:
             importlib.import_module(name)
-        except ImportError:
+        except ImportError:  # an optional part the grader then does not use either
             continue
 
 
