@@ -35,6 +35,7 @@ is how the tests run it): ``python -I -m course_utils.grading.gradescope /autogr
 from __future__ import annotations
 
 import copy
+import dataclasses
 import importlib
 import json
 import os
@@ -47,7 +48,7 @@ from pathlib import Path
 import nbformat
 
 from course_utils.grading.release import copy_items
-from course_utils.grading.report import ExerciseResult, NotebookReport, format_table
+from course_utils.grading.report import NotebookReport, format_table
 
 #: What a bundle holds from the course, besides the chosen lessons' checks and answer key.
 ITEMS = ("src", "pyproject.toml", "README.md", "LICENSE")
@@ -218,17 +219,19 @@ def visible_report(report: NotebookReport) -> NotebookReport:
     points, status and message from its visible checks only (an exercise scored as a whole,
     for an error or a tampered kernel, stays whole: it has no hidden result to give away)."""
     shown = copy.deepcopy(report)
+    exercises = []
     for e in shown.exercises:
-        if not e.checks or e.status == "tampered" or report.error:
-            continue
-        checks = [c for c in e.checks if not c.hidden]
-        failing = next((c for c in checks if c.status != "pass"), None)
-        shown_e = ExerciseResult(e.exercise, sum(c.points for c in checks),
-                                 sum(c.possible for c in checks),
-                                 failing.status if failing else "pass",
-                                 failing.message if failing else "", e.notes, checks)
-        e.__dict__.update(shown_e.__dict__)
-    shown.exercises = [e for e in shown.exercises if e.possible or not e.checks]  # all hidden
+        if e.checks and e.status != "tampered" and not report.error:
+            checks = [c for c in e.checks if not c.hidden]
+            if not checks:
+                continue  # an exercise of hidden checks only
+            failing = next((c for c in checks if c.status != "pass"), None)
+            e = dataclasses.replace(e, points=sum(c.points for c in checks),
+                                    possible=sum(c.possible for c in checks), checks=checks,
+                                    status=failing.status if failing else "pass",
+                                    message=failing.message if failing else "")
+        exercises.append(e)
+    shown.exercises = exercises
     return shown
 
 
