@@ -170,3 +170,41 @@ def test_solutions_01_restores_lesson_01s_answers_and_a_later_release_keeps_them
     assert json.loads((release / MANIFEST).read_text())["solutions"] == ["01"]
     assert (release / "src/course_utils/engine_forward.py").read_text() == forward
     assert build.main(["--release", str(release), "--solutions", "42"]) == 2
+
+
+def _solution_sources(stem: str) -> dict[str, list[str]]:
+    from course_utils.grading.format import exercise_id, is_solution
+
+    nb = nbformat.read(ROOT / "solutions" / f"{stem}.ipynb", as_version=4)
+    found: dict[str, list[str]] = {}
+    for cell in nb.cells:
+        if is_solution(cell):
+            found.setdefault(exercise_id(cell), []).append(cell.source)
+    return found
+
+
+def test_the_audits_generated_shortcut_imports_the_courses_answer_and_the_judge_sees_it():
+    from course_utils.grading import audit
+
+    ones, twos = _solution_sources("01_computation_graphs"), _solution_sources("02_static_graphs")
+    (topo,), described = aip.course_import_answer(ones["01.1"], "01.1", SRC)
+    assert "return _course_module.topo_order(outputs)" in topo, topo
+    assert described.endswith("course_utils.engine.topo_order")
+    rules, _ = aip.course_import_answer(ones["01.2"], "01.2", SRC)
+    assert 'VJP["mul"] = _course_module.VJP["mul"]' in rules[0]
+    (second,), _ = aip.course_import_answer(twos["02.5"], "02.5", SRC)
+    assert "from course_utils.engine import gradients" in second  # gradients twice, the course's
+    assert aip.course_import_answer(ones["01.1"], "00.1", SRC) is None  # no answer in the package
+    # the audit holds it to half through the grader's static judge, as course-grade would
+    nb = nbformat.read(ROOT / "solutions" / "01_computation_graphs.ipynb", as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    cells = [i for i, c in enumerate(code) if c.get("metadata", {}).get("grading", {})
+             .get("id") == "01.1" and "solution" in c.metadata.get("tags", [])]
+    variant = audit.Variant("generated-course-import", "shortcut", [topo], generated=True)
+    result = audit.VariantResult("01_computation_graphs", "01.1", variant, 4.0, 4.0)
+    audit.judge_statically(result, nb, code, cells)
+    assert result.points == 2.0 and "course_utils.engine.topo_order" in result.static
+    honest = audit.VariantResult("01_computation_graphs", "01.1", audit.Variant(
+        "solution", "solution", ones["01.1"]), 4.0, 4.0)
+    audit.judge_statically(honest, nb, code, cells)
+    assert honest.points == 4.0 and not honest.static

@@ -29,6 +29,11 @@ Besides the fixtures, the audit generates shortcuts of its own for every exercis
   ``src/course_utils``, ``answers_in_package.table``), the solution cells rewritten to call it
   (``answers_in_package.course_import_answer``).
 
+Every variant is also judged from its source, as ``course-grade`` judges a submission
+(``static.judge``): an answer that reaches a route its exercise forbids (the library's autodiff,
+the course's own implementation, ...) scores at most half, one that reaches the grader's
+machinery 0 (``static.limit``); the table's last column names what was found.
+
 A shortcut's ``# expect:`` may only be stricter than "at most half" (``# expect: < full`` on a
 shortcut is refused: name it ``partial-`` if it is a partial mistake, or fix the checks); a
 partial's may not allow full marks.
@@ -61,7 +66,7 @@ from typing import Literal
 
 import nbformat
 
-from course_utils.grading import answers_in_package
+from course_utils.grading import answers_in_package, static
 from course_utils.grading import key as answer_key
 from course_utils.grading import verdict as verdicts
 from course_utils.grading.build import find_course_root
@@ -123,6 +128,7 @@ class VariantResult:
     expected: str = ""  # the rule it was held to, e.g. "< 3"
     why: str = ""  # when not ok: what is wrong
     seconds: float = 0.0
+    static: str = ""  # what the static judge found, when it lowered the score
 
     @property
     def failed_checks(self) -> list[CheckScore]:
@@ -180,6 +186,21 @@ def generated_shortcuts(exercise: str, sources: list[str],
         found.append(Variant("generated-course-import", "shortcut", imported[0], imported[1],
                              generated=True))
     return found
+
+
+def judge_statically(result: VariantResult, nb, code: list, solution_cells: list[int]) -> None:
+    """Cap the variant's points as the grader's static judge would (``static.limit``) and say
+    why in ``result.static``: its sources in place of the exercise's solution cells of the
+    solutions notebook ``nb`` (``code``: its code cells)."""
+    sources = dict(zip(solution_cells, result.variant.sources, strict=True))
+    cells = [{**cell, "source": sources.get(i, cell.source)} for i, cell in enumerate(code)]
+    found = static.judge(cells, nb.cells).get(result.exercise)
+    most = static.limit(result.points, result.possible, found)
+    if found is not None and most < result.points:
+        what = (found.machinery[0].what if found.machinery else
+                f"{found.forbidden[0][0].what} (forbidden: {found.forbidden[0][1]})")
+        result.static = f"static: {what}, {_num(result.points)} -> {_num(most)}"
+        result.points = most
 
 
 def default_rule(kind: str) -> tuple[str, str]:
@@ -328,6 +349,7 @@ def audit_notebook(stem: str, *, root: Path | None = None, timeout: float = 120.
                         finally:
                             run.probe = True
                         result.seconds = time.monotonic() - t0
+                        judge_statically(result, nb, code, solution_cells[ex])
                         if run.alive():
                             run.restore()
                         else:
@@ -352,6 +374,7 @@ def audit_notebook(stem: str, *, root: Path | None = None, timeout: float = 120.
         result = VariantResult(stem, ex, solution, 0, possible.get(ex, 0))
         result.checks = [_score(i, code[i], canonical.get(i)) for i in check_cells.get(ex, [])]
         result.points = sum(c.points for c in result.checks)
+        judge_statically(result, nb, code, cells)
         _judge(result)
         last = max(check_cells.get(ex, [0]))
         failing = [(j, r) for j, r in sorted(canonical.items()) if j < last and
@@ -404,6 +427,8 @@ def format_results(results: list[VariantResult], verbose: bool = False) -> str:
              "checks that failed")]
     for r in results:
         failed = ", ".join(f"cell {c.cell}" for c in r.failed_checks) or "-"
+        if r.static:
+            failed += f"; {r.static}"
         score = f"-/{_num(r.possible)}" if r.variant.problem else \
             f"{_num(r.points)}/{_num(r.possible)}"  # a fixture with a problem does not run
         rows.append((r.notebook, r.exercise, r.variant.name, score, r.expected,
