@@ -428,6 +428,7 @@ def index(vec: list[int]) -> str:
 def emit_loop(node: Node, out: Loc, slots: list[_Slot], lines: list[str], indent: str) -> None:
     """A fused loop writing the last slot's value at every index of ``out`` (by its strides:
     contiguous, except concat's blocks)."""
+    ### ALSO ANSWERS 15.1: every mg.compile_c call emits its fused loops with it (lesson 15 on)
     builder = LoopBuilder(slots, out.shape, describe(node))
     result = builder.value(len(slots) - 1, tuple(range(len(out.shape))))
     sizes = [out.dim(k) for k in range(len(out.shape))]
