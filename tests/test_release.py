@@ -197,7 +197,7 @@ def test_the_release_makefile_offers_what_works_and_says_why_the_rest_is_absent(
     targets = {t for line in course.splitlines() if line.startswith(".PHONY:")
                for t in line.split(":", 1)[1].split()}
     assert {"test", "site", "audit", "exercises", "lab", "grade"} <= targets
-    offered = {"venv", "kernel", "lab", "grade", "clean", "help"}
+    offered = {"venv", "kernel", "lab", "grade", "clean", "help", "env"}
     for name in sorted(targets - offered):
         done = subprocess.run(["make", "-s", name], cwd=target, capture_output=True, text=True)
         assert done.returncode == 2 and f"make {name}: not in a release: " in done.stderr, \
@@ -206,3 +206,7 @@ def test_the_release_makefile_offers_what_works_and_says_why_the_rest_is_absent(
         done = subprocess.run(["make", "-n", name], cwd=target, capture_output=True, text=True)
         assert done.returncode == 0, (name, done.stderr)
     assert "pytest" not in (target / "Makefile").read_text()
+    # a class's shared environment gets the release's package (answers withheld), not the course's
+    plan = subprocess.run(["make", "-n", "env", "PREFIX=/srv/x"], cwd=target, capture_output=True,
+                          text=True, check=True).stdout
+    assert '-m pip install --quiet  ".[cpu,lab,hub]"' in plan and "-e " not in plan, plan

@@ -5,7 +5,9 @@ and the package; not ``solutions/``, ``tests/``, ``site/``, ``zh/`` or ``deploy/
 README and Makefile describe all of those, so a release gets its own, written from the templates
 here: the README says what the release holds, how to start it, how to grade, what only the
 instructor's grading sees and which answers the package withholds; the Makefile offers what works
-in a release (``lab``, ``grade``, ``venv``, ``kernel``, ``clean``, ``help``) and makes every other
+in a release (``lab``, ``grade``, ``venv``, ``kernel``, ``clean``, ``help``, and ``env``, the
+shared environment of a class's server, built from the release so that its package withholds what
+the release withholds) and makes every other
 target of the course's Makefile say why it is not there. Every command in the README's code blocks
 works in a release (``tests/test_release.py`` runs them).
 
@@ -37,8 +39,6 @@ ABSENT = {
     "audit": "it grades the course's shortcut fixtures against solutions/ (not here)",
     "release": "releases are made from the course's repository, which holds solutions/",
     "site": "it builds the course's web site from site/ and zh/ (not here)",
-    "env": "it builds a class's shared environment, your instructor's step, from the course's "
-           "repository",
     "hub": "it starts a class's JupyterHub from deploy/ (not here)",
 }
 
@@ -47,6 +47,7 @@ MAKEFILE = """\
 #   make lab      start the course: JupyterLab on notebooks/00_setup.ipynb
 #   make grade    grade your exercises (NB=exercises/01_computation_graphs.ipynb for one)
 #   make help     this list
+#   make env      (instructors) a class's shared environment, with this release's package
 # lab and grade create .venv on first use (about 4 minutes) and reuse it afterwards. The course's
 # repository has more targets ({absent}); they need what a release does not hold, and here each
 # says so.
@@ -61,7 +62,7 @@ PORT    ?= 8888
 IP      ?= 127.0.0.1
 KERNEL  := graph-course
 
-.PHONY: help venv kernel lab grade clean {absent}
+.PHONY: help venv kernel lab grade clean env {absent}
 
 help:
 \t@echo "make lab                 start the course (JupyterLab on notebooks/00_setup.ipynb)"
@@ -69,6 +70,7 @@ help:
 \t@echo "make grade NB=exercises/01_computation_graphs.ipynb   grade one notebook"
 \t@echo "make venv, make kernel   set up .venv and the course's Jupyter kernel only"
 \t@echo "make clean               remove .venv"
+\t@echo "make env PREFIX=/opt/graph-course   (instructors) a class's shared environment"
 \t@echo "not in a release: {absent} (make <target> says why)"
 
 venv: $(STAMP)
@@ -98,6 +100,23 @@ grade: venv
 
 clean:
 \trm -rf $(VENV)
+
+# A class's server (the course's README, "Teaching a class"): one read-only environment for every
+# learner, with this release's package installed, so that the course's answers to exercises stay
+# out of it until a release with their lessons' solutions (then run `make env` here again).
+PREFIX     ?= /opt/graph-course
+ENV_EXTRAS ?= cpu,lab,hub
+ENV_PIP    ?=
+env:
+\t$(PYTHON) -m venv --clear $(PREFIX)
+\t$(PREFIX)/bin/python -m pip install --quiet --upgrade pip
+\t$(PREFIX)/bin/python -m pip install --quiet $(ENV_PIP) ".[$(ENV_EXTRAS)]"
+\t$(PREFIX)/bin/python -m ipykernel install --prefix $(PREFIX) --name $(KERNEL) \\
+\t\t--display-name "Python 3 (graph course)" > /dev/null
+\t@mkdir -p $(PREFIX)/share/jupyter/lab/settings
+\t@cp jupyter/overrides.json $(PREFIX)/share/jupyter/lab/settings/overrides.json
+\t@$(PREFIX)/bin/python -m compileall -q -j 0 $(PREFIX)/lib > /dev/null || true
+\tchmod -R a+rX,go-w $(PREFIX)
 {absent_rules}"""
 
 
