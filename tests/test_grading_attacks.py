@@ -1234,11 +1234,12 @@ def test_rebinding_a_checks_configuration_or_blinding_its_profiler_gains_nothing
                 "    while todo:\n        n = todo.pop()\n        if n not in seen:\n"
                 "            seen.add(n)\n            ts.add(n, *n.inputs)\n"
                 "            todo.extend(n.inputs)\n    return list(ts.static_order())\n")
-    blind = ("import sys, threading\nsys.setrecursionlimit(100_000)\n\ndef topo_order(outputs):\n"
-             "    sys.setprofile(None)\n    threading.setprofile(None)\n    order, seen = [], set()\n"
-             "    def visit(n):\n        if n not in seen:\n            seen.add(n)\n"
-             "            for x in n.inputs:\n                visit(x)\n            order.append(n)\n"
-             "    for o in outputs:\n        visit(o)\n    return order\n")
+    blind = ("import sys, threading\nsys.setrecursionlimit(100_000)\n\n"
+             "def topo_order(outputs):\n    sys.setprofile(None)\n    threading.setprofile(None)\n"
+             "    order, seen = [], set()\n    def visit(n):\n        if n not in seen:\n"
+             "            seen.add(n)\n            for x in n.inputs:\n                visit(x)\n"
+             "            order.append(n)\n    for o in outputs:\n        visit(o)\n"
+             "    return order\n")
     folder = tmp_path / "subs"
     for name, answer in (("graphlib", graphlib), ("blind", blind)):
         nb = nbformat.read(ROOT / "solutions" / "01_computation_graphs.ipynb", as_version=4)
@@ -1266,7 +1267,8 @@ def test_a_hidden_check_shows_neither_its_inputs_nor_its_expected_values(tmp_pat
     in the table, the JSON, the CSV and the HTML feedback, and nothing of its inputs or values."""
     lookup = ("def count_parameters(sizes) -> int:\n"
               "    return {(3, 2): 8, (2, 8, 2): 42, tuple(MLP_SIZES): sum(\n"
-              "        a * b + b for a, b in zip(MLP_SIZES, MLP_SIZES[1:]))}.get(tuple(sizes), 0)\n")
+              "        a * b + b for a, b in zip(MLP_SIZES, MLP_SIZES[1:]))\n"
+              "    }.get(tuple(sizes), 0)\n")
     raises = ("def count_parameters(sizes) -> int:\n"  # its error names the hidden input
               "    if tuple(sizes) not in ((3, 2), (2, 8, 2), tuple(MLP_SIZES)):\n"
               "        raise ValueError(f'never seen {tuple(sizes)}')\n"
