@@ -216,3 +216,68 @@ def test_a_looping_answer_cell_is_noted_as_timeout(tmp_path):
     assert first.exercise == "99.1" and first.status == "timeout", first
     assert first.points == first.possible, first
     assert any("your solution" in n and "timed out" in n for n in first.notes), first.notes
+
+
+# --- the grader's own work on a report, bounded (issue 37) -----------------------------------
+
+
+def test_a_column_reported_against_a_row_is_refused_before_it_is_broadcast():
+    """A (4000, 1) report against a (1, 4000) expected array: the verdict's ``np.isclose``
+    broadcast them to 16 million values in the grader (the issue's 8000: 623 MB). The shapes
+    are checked first; the grader allocates nothing of that size."""
+    import tracemalloc
+
+    import numpy as np
+
+    from course_utils.grading import verdict
+
+    spec = verdict.CheckSpec("c", "", "", "", "import numpy as np\n"
+                             "assert np.isclose(got, want).all(), 'values differ'\n")
+    got, want = np.zeros((4000, 1)), np.zeros((1, 4000))
+    tracemalloc.start()
+    try:
+        outcome, message = verdict.judge(spec, {"got": got}, {"want": want})
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 * MiB, f"the verdict allocated {peak / MiB:.0f} MB"
+    assert outcome == "failed" and "`got` has shape (4000, 1) and `want` shape (1, 4000)" in \
+        message and "(4000, 4000) (16,000,000 values)" in message, message
+    # the same arrays in the shape the check asks for are compared as before
+    assert verdict.judge(spec, {"got": got.T}, {"want": want}) == ("passed", "")
+
+
+def test_a_verdict_message_quoting_megabytes_is_cut():
+    from course_utils.grading import verdict
+
+    spec = verdict.CheckSpec("c", "", "", "", "assert False, 'x' * 3_400_000\n")
+    outcome, message = verdict.judge(spec, {}, None)
+    assert outcome == "failed" and len(message) < verdict.MAX_MESSAGE_CHARS + 100, len(message)
+    assert message.endswith("(3,395,904 more characters not shown)"), message[-80:]
+
+
+def test_ipython_transforms_at_most_a_bounded_input(monkeypatch):
+    """300 kB of ``%time`` lines: IPython tokenizes the whole cell again for each escape it
+    rewrites, and the grader repeated that (45 CPU-s for the issue's cell). Now a cell over
+    ``MAX_TRANSFORM_CHARS`` is transformed a line at a time; each line gives what IPython
+    gives for it, and the parsed history of such a cell is not compared (the raw one is)."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    from course_utils.grading import tamper
+
+    lines = [f"%time x{i} = {i}" for i in range(20_000)]
+    big = "\n".join(lines) + "\n"
+    assert len(big) > 300_000
+    sizes = []
+    original = TransformerManager.transform_cell
+    monkeypatch.setattr(TransformerManager, "transform_cell",
+                        lambda self, cell: sizes.append(len(cell)) or original(self, cell))
+    tamper._transform.cache_clear()
+    got = tamper._transform(big)
+    assert max(sizes) <= tamper.MAX_TRANSFORM_CHARS, max(sizes)
+    reference = TransformerManager()  # IPython's own, on a part of the cell it can do quickly
+    assert got.split("\n")[:50] == original(reference, "\n".join(lines[:50])).split("\n")[:50]
+    small = "%time y = 1\nz = 2\n"
+    assert tamper._transform(small) == original(reference, small).rstrip("\n")
+    assert tamper.expected_history([small, big])["parsed"] is None
+    assert tamper.expected_history([small])["parsed"] is not None

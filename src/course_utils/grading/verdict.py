@@ -389,6 +389,9 @@ def judge(spec: CheckSpec, reported: Mapping[str, Any], reference: Mapping[str, 
     """Run a check's verdict here: ("passed", ""), ("failed", message), ("error", message) or
     ("recorded", message). ``reported``: the probe's fields from the learner's kernel;
     ``reference``: the expected fields (the key's, or the same kernel's without a key)."""
+    problem = broadcast_problem({**dict(reported), **dict(reference or {})})
+    if problem:  # issue 37: refused before any comparison allocates it
+        return "failed", problem
     namespace: dict[str, Any] = {"__builtins__": __builtins__, **dict(reported),
                                  **dict(reference or {})}
     namespace.update(_helpers(context or Context()))
@@ -396,13 +399,51 @@ def judge(spec: CheckSpec, reported: Mapping[str, Any], reference: Mapping[str, 
         code = compile(spec.verdict, f"<verdict of check {spec.cell_id}>", "exec")
         exec(code, namespace)  # noqa: S102 (the course's own canonical check, never a learner's)
     except AssertionError as e:
-        text = str(e)
+        text = _cut(str(e))
         return "failed", f"AssertionError: {text}" if text else "AssertionError"
     except Recorded as e:
-        return "recorded", str(e)
+        return "recorded", _cut(str(e))
     except NameError as e:
         return "error", (f"the check's probe reported no `{getattr(e, 'name', '?')}`, which "
                          "its verdict needs")
     except Exception as e:
-        return "error", f"the check's verdict failed: {type(e).__name__}: {e}"
+        return "error", f"the check's verdict failed: {type(e).__name__}: {_cut(str(e))}"
     return "passed", ""
+
+
+#: The longest message a verdict gives (a message may quote a reported value: a 3.4 MB one made
+#: a 6.8 MB CSV, issue 37); the rest is cut with a note.
+MAX_MESSAGE_CHARS = 4096
+#: The most values a comparison of two reported (or expected) arrays may broadcast to, when
+#: that is more than four times the larger of them: an (8000, 1) report against a (1, 8000)
+#: expected array made ``np.isclose`` allocate 64 million values (623 MB) in the grader.
+MAX_BROADCAST = 4_000_000
+
+
+def _cut(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]} ... ({len(text) - limit:,} more characters not shown)"
+
+
+def broadcast_problem(fields: Mapping[str, Any]) -> str:
+    """'' or why two of these arrays must not meet in a comparison: together they broadcast to
+    more than ``MAX_BROADCAST`` values and four times the larger of them (a column against a
+    row). Checked on shapes alone, before the verdict runs."""
+    arrays = sorted(((int(np.prod(v.shape, dtype=object)), name, v.shape)
+                     for name, v in fields.items() if isinstance(v, np.ndarray) and v.ndim),
+                    key=lambda item: -item[0])
+    for i, (size, name, shape) in enumerate(arrays):
+        for other_size, other, other_shape in arrays[i + 1:]:
+            if size * other_size <= MAX_BROADCAST:
+                break  # sorted: every later one is smaller
+            try:
+                both = np.broadcast_shapes(shape, other_shape)
+            except ValueError:
+                continue
+            values = int(np.prod(both, dtype=object))
+            if values > MAX_BROADCAST and values > 4 * size:
+                return (f"`{name}` has shape {tuple(shape)} and `{other}` shape "
+                        f"{tuple(other_shape)}: compared, they would broadcast to {tuple(both)} "
+                        f"({values:,} values); give the shape the exercise asks for")
+    return ""
