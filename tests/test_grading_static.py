@@ -209,3 +209,17 @@ def test_an_answer_nested_too_deeply_is_a_note_not_an_error():
 def test_magics_are_read_as_the_kernel_runs_them():
     found = static.analyse("%timeit -n1 f()\nimport graphlib as g\n!ls\n")
     assert "graphlib" in {r.what for r in found.reached}
+
+
+def test_a_check_copied_into_a_scratch_cell_is_not_a_route_to_the_grader():
+    """A learner who copies a check cell to run it again imports course_utils.grading as the
+    check does: the course's own lines are not the learner's route; an alias of their own is."""
+    nb = copy.deepcopy(canonical("00_setup"))
+    check = next(c for c in nb.cells if c.get("id") == "ex-00-2-check")
+    nb.cells.insert(nb.cells.index(check), nbformat.v4.new_code_cell(check.source))
+    found = static.judge(code_cells(nb), canonical("00_setup").cells)
+    assert not found["00.2"].machinery and not found["00.3"].machinery, found
+    nb.cells.insert(nb.cells.index(check), nbformat.v4.new_code_cell(
+        "import course_utils.grading.probe as p\n"))
+    found = static.judge(code_cells(nb), canonical("00_setup").cells)
+    assert found["00.2"].machinery and not found["00.1"].machinery

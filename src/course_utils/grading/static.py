@@ -455,6 +455,9 @@ def judge(cells: Sequence[Mapping[str, Any]], canonical: Sequence[Mapping[str, A
     course = {(str(c.get("id", "")), str(c.get("source", ""))) for c in canonical
               if c.get("cell_type") == "code"}
     code = [c for c in cells if c.get("cell_type", "code") == "code"]
+    course_lines = {line.strip() for c in canonical
+                    if c.get("cell_type") == "code" and not is_solution(c)
+                    for line in _python(str(c.get("source", ""))).splitlines() if line.strip()}
     exercises = list(dict.fromkeys(exercise_id(c) for c in canonical
                                    if c.get("cell_type") == "code" and is_check(c)))
     checks = {ex: [str(c.get("source", "")) for c in canonical
@@ -468,6 +471,12 @@ def judge(cells: Sequence[Mapping[str, Any]], canonical: Sequence[Mapping[str, A
         if is_check(cell):
             continue
         found = analyse(source, env, i)
+        # A line the course's own cells hold (a check's `from course_utils.grading.probe import
+        # report`, copied into a scratch cell to run a check again) is not the learner's route.
+        lines = _python(source).splitlines()
+        found.reached = [f for f in found.reached if not (
+            any(matches(f.what, m) for m in MACHINERY) and 0 < f.line <= len(lines)
+            and lines[f.line - 1].strip() in course_lines)]
         if is_solution(cell):
             current = exercise_id(cell)
             learner.append((i, current, found))
