@@ -215,6 +215,21 @@ def test_load_test_runs_every_window_in_rotating_rounds_from_a_client_process():
     assert "rows/call" in report.table() and "batched" in str(report)
 
 
+def test_a_window_with_too_few_samples_stays_open_past_a_stall():
+    # A race with a loaded machine: one client's request, sent before the window's end, came
+    # back two durations later. It went unrecorded (it finished after the end), and the window
+    # grew by one duration only, which was already past, so it closed with 1 sample of 2.
+    window = serving._Window(start=0.0, duration_s=0.05, min_requests=2)
+    assert window.open(0.0)
+    window.record(0.0, 0.12)  # stalled past the end and one more duration
+    assert window.latencies == [0.12] and window.open(0.12)
+    window.record(0.12, 0.13)
+    assert len(window.latencies) == 2
+    late = serving._Window(start=0.0, duration_s=0.05, min_requests=2)
+    late.record(0.0, 9.0)  # never past ten durations
+    assert late.end == late.last_end == 0.5 and late.latencies == [] and not late.open(9.0)
+
+
 def test_load_test_in_process_stops_when_until_says_so():
     inputs = RNG.standard_normal((8, 6)).astype(np.float32)
     seen = []

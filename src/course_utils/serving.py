@@ -873,9 +873,14 @@ class _Window:
         self.last_end = self.start + 10 * self.duration_s
 
     def open(self, now: float) -> bool:
-        if now >= self.end and self.end < self.last_end and self._too_short():
-            self.end += self.duration_s
+        self._extend(now)
         return now < self.end
+
+    def _extend(self, now: float) -> None:
+        # As many durations as it takes to reach ``now``: a request that stalled past the end
+        # (and past one more duration) still counts, and the window does not close early.
+        while now >= self.end and self.end < self.last_end and self._too_short():
+            self.end = min(self.end + self.duration_s, self.last_end)
 
     def _too_short(self) -> bool:
         n = len(self.latencies)
@@ -883,6 +888,7 @@ class _Window:
                 or self.end - self.start < WINDOW_LATENCIES * sum(self.latencies) / n)
 
     def record(self, sent: float, done: float) -> None:
+        self._extend(done)
         if self.start <= done <= self.end:
             self.latencies.append(done - sent)
 
