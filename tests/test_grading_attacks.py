@@ -369,7 +369,7 @@ ATTACKS: dict[str, Attack] = {
                             "    return np.zeros(np.shape(x))\n", 0, None, ""),
     "audit-hook-race": (FLIP + "sys.addaudithook(lambda event, args: _flip())\n"
                         "def double(x):\n    sys._getframe()\n    return np.zeros(np.shape(x))\n",
-                        1, "fail", "expected [2 4], got [0. 0.]"),  # the shape is right
+                        0, "tampered", "sys.addaudithook"),  # the grader reads it in the source
     "del-cycle-race": (FLIP + textwrap.dedent("""
         class _Cycle:  # garbage the collector frees (and the __del__ makes more of)
             def __init__(self):

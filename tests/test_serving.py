@@ -295,7 +295,11 @@ def test_report_verdict_decides_from_the_rounds_like_bench():
     assert str(verdict).startswith("fast (16 clients) vs slow (16 clients): faster")
     assert report.verdict("fast", "slow", 16, stat="cpu").ratio.median == pytest.approx(0.5)
     assert report.verdict("slow", "fast", 16, stat="p50").outcome == bench.SLOWER
-    few = serving.LoadReport(fast[:3] + slow[:3])  # 3 rounds cannot reach 95%: undecided
+    # Three rounds whose ratios spread from 0.25 to 1 (the interval of their batch means, with
+    # 2 degrees of freedom, reaches past both margins): undecided.
+    uneven = [result("fast", 16, q, [0.004] * 8, r, cpu=1e-3)
+              for r, q in enumerate((400.0, 150.0, 100.0))]
+    few = serving.LoadReport(uneven + slow[:3])
     assert few.verdict("fast", "slow", 16).outcome == bench.UNDECIDED
 
 
