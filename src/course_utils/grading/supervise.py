@@ -365,6 +365,33 @@ def tree_rss(procs: list[psutil.Process] | None = None) -> int:
 IN_MEMORY = ("/memfd:", "/dev/shm/", "/run/shm/")
 
 
+def _exited(pid: int) -> bool:
+    """True if ``pid`` is gone or a zombie (its files closed, ``/proc/<pid>/fd`` unreadable)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state in (b"Z", b"X")
+
+
+def _open_files(pid: int) -> list[str] | None:
+    """The names in ``/proc/<pid>/fd``: [] for a process that has exited or is exiting, None
+    for a live one that hides them. A process on its way out refuses the listing for a moment
+    (its memory is gone before it is a zombie), so a refusal is looked at twice."""
+    for attempt in range(2):
+        try:
+            return os.listdir(f"/proc/{pid}/fd")
+        except FileNotFoundError:
+            return []
+        except OSError:
+            if _exited(pid):
+                return []
+            if attempt == 0:
+                time.sleep(0.02)
+    return None
+
+
 def held_in_files(pids: list[int]) -> int | None:
     """Bytes in memory-backed files (memfd, ``/dev/shm``) that the processes ``pids`` hold
     open, each file once; None if a process's open files cannot be read (it made itself
@@ -374,11 +401,8 @@ def held_in_files(pids: list[int]) -> int | None:
     total = 0
     for pid in pids:
         folder = f"/proc/{pid}/fd"
-        try:
-            fds = os.listdir(folder)
-        except FileNotFoundError:
-            continue
-        except OSError:
+        fds = _open_files(pid)
+        if fds is None:
             return None
         for fd in fds:
             try:
