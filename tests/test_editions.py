@@ -14,6 +14,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from answered import answered, solution_answers
 
 from course_utils import editions as ed
 
@@ -298,15 +299,7 @@ def test_a_zh_exercise_notebook_with_the_solutions_code_scores_full_marks(tmp_pa
     from course_utils.grading import grade
 
     zh_exercises = ROOT / "zh" / "exercises" / "00_setup.ipynb"
-    solutions = nbformat.read(ROOT / "solutions" / "00_setup.ipynb", as_version=4)
-    answers = {c.id: c.source for c in solutions.cells
-               if "solution" in c.metadata.get("tags", [])}
-    nb = nbformat.read(zh_exercises, as_version=4)
-    pasted = 0
-    for cell in nb.cells:
-        if "solution" in cell.metadata.get("tags", []):
-            cell.source = answers[cell.id]
-            pasted += 1
+    nb, pasted = answered(zh_exercises, solution_answers("00_setup"))
     assert pasted >= 3
     path = tmp_path / "00_setup.ipynb"
     nbformat.write(nb, path)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from answered import answered, solution_answers
 
 from course_utils import editions as ed
 
@@ -230,15 +231,7 @@ def test_the_grading_command_a_zh_exercise_notebook_prints_gives_full_marks(tmp_
         (course / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, course / name)
     shutil.copytree(ROOT / "solutions", course / "solutions")
-    solutions = nbformat.read(ROOT / "solutions" / f"{STEM}.ipynb", as_version=4)
-    answers = {c.id: c.source for c in solutions.cells
-               if "solution" in c.metadata.get("tags", [])}
-    nb = nbformat.read(zh_exercises, as_version=4)
-    pasted = 0
-    for cell in nb.cells:
-        if "solution" in cell.metadata.get("tags", []):
-            cell.source = answers[cell.id]
-            pasted += 1
+    nb, pasted = answered(zh_exercises, solution_answers(STEM))
     assert pasted >= 4
     target = course / words[2].removeprefix("NB=")
     target.parent.mkdir(parents=True)

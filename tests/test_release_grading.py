@@ -14,24 +14,17 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from answered import answered, solution_answers
 
 from course_utils.grading import build
-from course_utils.grading.format import is_solution
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _answer(release: Path, stem: str) -> None:
     """Paste the solutions' answers into the release's exercise notebook `stem`."""
-    solutions = nbformat.read(ROOT / "solutions" / f"{stem}.ipynb", as_version=4)
-    answers = {c.id: c.source for c in solutions.cells if is_solution(c)}
     path = release / "exercises" / f"{stem}.ipynb"
-    nb = nbformat.read(path, as_version=4)
-    pasted = 0
-    for cell in nb.cells:
-        if is_solution(cell):
-            cell.source = answers[cell.id]
-            pasted += 1
+    nb, pasted = answered(path, solution_answers(stem))
     assert pasted >= 3, f"{stem}: {pasted} answer cells"
     nbformat.write(nb, path)
 
