@@ -105,11 +105,13 @@ def recorded_inputs(v: Tensor) -> list[Tensor]:
 
 def tape_order(t: Tensor) -> list[Tensor]:
     """The tensors recorded on the way to t (and the leaves that require grad), inputs first."""
+    ### ALSO ANSWERS 04.4: Tensor.backward walks it, and lesson 05 runs backward (tape.grad)
     return topo_order([t], recorded_inputs)  # lesson 01's walk, following grad_fn links
 
 
 def backward(t: Tensor) -> None:
     """Reverse mode over t's tape; add d t / d leaf into the .grad of each leaf that wants it."""
+    ### ALSO ANSWERS 04.2: every Tensor.backward runs it, in lessons 04 and 05 (tape.grad)
     grads = {t: np.ones_like(t.data)}  # the seed
     for v in reversed(tape_order(t)):
         g = grads.get(v)
