@@ -17,7 +17,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_utils.grading import build
+from course_utils.grading import build, gradescope
 from course_utils.grading.format import (
     exercises,
     is_hidden,
@@ -68,7 +68,9 @@ def test_the_bundle_holds_the_checks_and_key_and_no_solution(bundle):
     checks = nbformat.read(bundle / "checks" / "00_setup.ipynb", as_version=4)
     assert any(is_hidden(c) for c in checks.cells), "the bundle grades with the hidden checks"
     validate(checks, "checks", stubs=True)
-    key = json.loads((bundle / ".answer-key" / "00_setup.json").read_text())
+    seeds = json.loads((bundle / "bundle.json").read_text())["seeds"]
+    assert len(seeds) == len(set(seeds)) == gradescope.SEEDS, "seeds drawn when it is built"
+    key = json.loads((bundle / ".answer-key" / f"00_setup.seed-{seeds[0]}.json").read_text())
     assert key["notebook"] == "00_setup.ipynb" and key["checks"] and key["literals"]
     answers = _solution_lines()
     assert len(answers) >= 3
@@ -83,7 +85,8 @@ def test_the_bundle_holds_the_checks_and_key_and_no_solution(bundle):
     assert "[dev]" not in setup and "ruff" not in setup
     with zipfile.ZipFile(bundle.with_name("gs-00.zip")) as z:
         names = set(z.namelist())
-    assert {"setup.sh", "run_autograder", "checks/00_setup.ipynb", ".answer-key/00_setup.json",
+    assert {"setup.sh", "run_autograder", "checks/00_setup.ipynb",
+            *(f".answer-key/00_setup.seed-{s}.json" for s in seeds),
             "bundle.json", "src/course_utils/grading/gradescope.py", "pyproject.toml"} <= names
     assert not any(n.startswith(("tests/", "exercises/", "notebooks/", "solutions/"))
                    for n in names)

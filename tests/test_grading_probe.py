@@ -187,7 +187,7 @@ def test_the_key_holds_the_expected_values_and_the_literals_and_stays_out_of_exe
                           create=False)
     assert key is not None and set(key.checks) == {"c2", "c3"}
     assert key.literals == {"n_nodes": 7, "faster": "graph"}
-    assert (course / ".answer-key" / "99_probe.json").is_file()
+    assert answer_key.cache_path(course / "solutions" / "99_probe.ipynb").is_file()
     exercise = (course / "exercises" / "99_probe.ipynb").read_text()
     assert "HIDDEN-LOGIC-MARKER" not in exercise and "n_nodes = 7" not in exercise
 

@@ -17,7 +17,9 @@ twice gives identical bytes.
 Writing ``exercises/`` also brings the answer key up to date (``key.py``): for each solutions
 notebook with probe-and-verdict checks, the expected values reported by running it in a clean
 kernel, and its prediction literals, cached in ``<course>/.answer-key/`` (never in
-``exercises/`` or a release). ``--no-key`` skips it; ``course-grade`` builds a missing key itself.
+``exercises/`` or a release), for the seed a notebook run in Jupyter uses (``probe.DEFAULT_SEED``:
+this checks that the solutions pass their own checks). ``--no-key`` skips it; ``course-grade``
+builds the key of the seed it draws for its run itself.
 """
 
 from __future__ import annotations
@@ -242,7 +244,7 @@ def build_keys(solutions: Path) -> list[str]:
             problems.append(str(e))
             print(f"error: {e}", file=sys.stderr)
             continue
-        print(f"wrote {answer_key.folder(solutions) / (path.stem + '.json')} "
+        print(f"wrote {answer_key.cache_path(path, solutions)} "
               f"({len(key.checks)} checks, {len(key.literals)} literals)")
     return problems
 

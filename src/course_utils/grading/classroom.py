@@ -44,6 +44,10 @@ one notebook):
   the CSV (``grades.csv`` -> ``grades.progress.jsonl``) and the CSV is rewritten with every
   notebook graded so far, so an interrupted run keeps its work. ``--resume`` reads the progress
   file and grades only what is not in it (a file whose bytes changed is graded again).
+- **The run's seed**: every check's inputs are drawn from one seed per run (``key.draw_seed``;
+  ``--seed N`` repeats a grading), so each lesson's answer key is built once for the run. The
+  progress file's reports hold it, and ``--resume`` goes on with it; the CSV's ``seed`` column
+  keeps it for the instructor.
 - **Kernels' threads and device** (``--threads``, default 1; ``--device``, default ``cpu``):
   the environment variables every grading kernel starts with (``kernel_environment``), so that
   ``--jobs N`` runs N kernels on N cores instead of N kernels each starting a thread per core.
@@ -429,7 +433,7 @@ def report_from_dict(data: dict) -> NotebookReport:
                                         ex["status"], ex.get("message", ""),
                                         list(ex.get("notes", [])), checks))
     return NotebookReport(data["path"], data["learner"], data["notebook"], exercises,
-                          list(data.get("notes", [])), data.get("error", ""))
+                          list(data.get("notes", [])), data.get("error", ""), data.get("seed"))
 
 
 def progress_path(out: Path) -> Path:
@@ -481,6 +485,7 @@ class ClassRun:
             self.progress.write_text("", encoding="utf-8")
         self.finished: dict[int, NotebookReport] = {}
         self.lock = threading.Lock()
+        self.seed: int | None = None  # the run's seed (``start`` sets it: ``run_seed``)
 
     # -- who handed in what
 
@@ -836,6 +841,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--resume", action="store_true",
                         help="go on with an interrupted run: grade only what the progress file "
                         "next to --csv (or --canvas) does not hold")
+    parser.add_argument("--seed", type=int, metavar="N",
+                        help="draw every check's inputs from seed N instead of a new random "
+                        "one: repeats a grading (the CSV's seed column, the JSON's \"seed\"); "
+                        "the answer key is built for it")
     parser.add_argument("--threads", type=int, default=1,
                         help="threads per kernel for numpy, PyTorch, TensorFlow and XLA "
                         "(default: 1, so that --jobs N uses N cores)")
@@ -874,7 +883,24 @@ def start(args, todo: list[Item], solutions: Path) -> ClassRun:
     if args.resume:
         print(f"resuming: {run.resumed()} of {len(run.todo)} notebook(s) already graded "
               f"({run.progress})", file=sys.stderr)
+    run.seed = run_seed(args, run)
     return run
+
+
+def run_seed(args, run: ClassRun) -> int:
+    """The run's seed: ``--seed``; with ``--resume``, the seed of the run it goes on with (the
+    reports in its progress file); else a new one (``key.draw_seed``)."""
+    from course_utils.grading.key import draw_seed
+
+    if getattr(args, "seed", None) is not None:
+        return int(args.seed)
+    earlier = {r.seed for r in run.done.values() if r.seed is not None}
+    if len(earlier) == 1:
+        return earlier.pop()
+    if len(earlier) > 1:
+        run.warn(f"the progress file holds reports graded with {len(earlier)} seeds; the rest "
+                 "are graded with a new one (--seed N to choose)")
+    return draw_seed()
 
 
 def configure(args, jobs: int) -> None:

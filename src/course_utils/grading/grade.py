@@ -177,17 +177,20 @@ def grade_notebook(path: str | Path, solutions: str | Path, *, timeout: float = 
                    learner: str | None = None, sandbox: bool = False,
                    limits: Limits | None = None, hidden: Sequence[Path] = (),
                    canonical: Path | None = None, guard: CourseGuard | None = None,
-                   links: bool = True) -> NotebookReport:
+                   links: bool = True, seed: int | None = None) -> NotebookReport:
     """Grade one notebook file against the matching notebook in ``solutions``.
 
     Never raises for anything a learner can do to the file: an unreadable file, a broken cell or
     a dead kernel becomes an ``error`` in the report. ``canonical`` forces the solutions notebook
     (otherwise found by file name, then by exercise ids). ``links=False``: refuse a symbolic
-    link (a file found in a class folder).
+    link (a file found in a class folder). ``seed``: the grading run's seed, from which the
+    checks draw their inputs, given to the kernel and to the answer key's clean kernel (default:
+    ``session_seed()``, one drawn for this process; ``course-grade`` draws one per run).
     """
     path, solutions = Path(path), Path(solutions)
+    seed = session_seed() if seed is None else int(seed)
     learner = learner if learner is not None else _learner_name(path, solutions)
-    report = NotebookReport(_printable(str(path)), _printable(learner), "", [])
+    report = NotebookReport(_printable(str(path)), _printable(learner), "", [], seed=seed)
     possible: dict[str, float] = {}
     try:
         try:
@@ -207,7 +210,7 @@ def grade_notebook(path: str | Path, solutions: str | Path, *, timeout: float = 
         if nb is None:
             raise _Ungradable(problem)
         specs = verdicts.specs(reference.cells)
-        key = _answer_key(canonical_path, solutions, reference) if specs else None
+        key = _answer_key(canonical_path, solutions, reference, seed) if specs else None
         restored = restore_checks(nb, reference)
         code = code_cells(restored.notebook)
         labels = restored.labels()
@@ -217,7 +220,7 @@ def grade_notebook(path: str | Path, solutions: str | Path, *, timeout: float = 
             restored.notebook, timeout, canonical_path.name, sandbox=sandbox, limits=limits,
             hidden=[solutions, answer_key.folder(solutions), *hidden], labels=labels,
             budget=time_budget(len(code_cells(reference)) + EXTRA_CELLS, timeout),
-            specs=specs, key=key, references=key is None)
+            specs=specs, key=key, references=key is None, seed=seed)
         if specs and key is None:
             report.notes.append("this copy of the course has no answer key: the expected "
                                 "values were worked out in your own kernel, and predictions "
@@ -250,8 +253,18 @@ def grade_notebook(path: str | Path, solutions: str | Path, *, timeout: float = 
     return report
 
 
-#: Answer keys read (or built) before any submission ran: canonical notebook -> key.
-_KEYS: dict[Path, answer_key.AnswerKey] = {}
+#: Answer keys read (or built) before any submission ran: (canonical notebook, seed) -> key.
+_KEYS: dict[tuple[Path, int], answer_key.AnswerKey] = {}
+#: The seed of gradings in this process that were given none (``session_seed``).
+_SESSION_SEED: list[int] = []
+
+
+def session_seed() -> int:
+    """The seed of this process's gradings that name none (``grade_notebook`` called from
+    Python): drawn once (``key.draw_seed``), so their answer keys are built once."""
+    if not _SESSION_SEED:
+        _SESSION_SEED.append(answer_key.draw_seed())
+    return _SESSION_SEED[0]
 
 
 def _has_answers(nb: NotebookNode) -> bool:
@@ -267,21 +280,21 @@ def _has_answers(nb: NotebookNode) -> bool:
     return False
 
 
-def _answer_key(path: Path, solutions: Path, nb: NotebookNode
+def _answer_key(path: Path, solutions: Path, nb: NotebookNode, seed: int
                 ) -> answer_key.AnswerKey | None:
-    """The key of the canonical notebook at ``path``: as read before grading began, else
-    read or built now; None in a release (no answers to build it from)."""
-    found = _KEYS.get(path.resolve())
+    """The key of the canonical notebook at ``path`` for ``seed``: as read before grading
+    began, else read or built now; None in a release (no answers to build it from)."""
+    found = _KEYS.get((path.resolve(), seed))
     if found is not None:
         return found
     if not _has_answers(nb):
         return None
     try:
-        key = answer_key.load(path, solutions)
+        key = answer_key.load(path, solutions, seed=seed)
     except answer_key.KeyError_ as e:
         raise _Ungradable(f"the answer key cannot be built: {e}") from None
     if key is not None:
-        _KEYS[path.resolve()] = key
+        _KEYS[(path.resolve(), seed)] = key
     return key
 
 
@@ -697,6 +710,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.timeout <= 0:
         parser.error(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
+    if args.seed is not None and not 0 <= args.seed < 2**63:
+        parser.error(f"--seed must be a whole number from 0 to 2**63 - 1, got {args.seed}")
     try:
         solutions = canonical_folder(args.solutions, paths=args.paths)
     except FileNotFoundError as e:
@@ -761,13 +776,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     classroom.configure(args, jobs)  # kernels' threads and device; timeout on a busy machine
     if argv is None:  # the command line (not a call from Python, e.g. in a lesson's kernel)
         _harden()
-    _KEYS.clear()  # the answer keys, read (or built) before any submission runs
+    _KEYS.clear()  # the answer keys for this run's seed, read (or built) before any submission
+    seed = class_run.seed
     for path in _canonicals(todo, solutions, canonical):
         nb = _SOLUTIONS.get(path.resolve())
         if nb is not None and verdicts.specs(nb.cells) and _has_answers(nb):
             print(f"answer key of {path.name} ...", file=sys.stderr, flush=True)
             try:
-                _answer_key(path, solutions, nb)
+                _answer_key(path, solutions, nb, seed)
             except _Ungradable as e:  # each of its submissions says so in its rows
                 print(f"error: {e}", file=sys.stderr)
     hidden = [Path(p).resolve() for p in args.paths]
@@ -791,11 +807,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             return grade_notebook(path, solutions, timeout=args.timeout, learner=learner,
                                   sandbox=sandbox, limits=limits, hidden=hidden,
-                                  canonical=forced, guard=guard, links=given)
+                                  canonical=forced, guard=guard, links=given, seed=seed)
         except Exception as e:  # a bug met by an odd file: that file's row says so, the rest
             return NotebookReport(_printable(str(path)), _printable(learner), "", [],  # goes on
                                   error=f"the grader failed on this file: {type(e).__name__}: "
-                                  f"{e}")
+                                  f"{e}", seed=seed)
         finally:  # one at a time without the sandbox: what is left below us is this one's
             if not sandbox:
                 kill_descendants(keep=before)

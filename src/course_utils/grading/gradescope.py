@@ -28,6 +28,14 @@ and the key). Either way the grader runs from a path a submission cannot plant m
 folder, every module it uses later imported before any submission runs, and the kernel in a
 scratch folder of its own (``kernel.py``), not in ``/autograder/submission``.
 
+**Seeds.** Every check draws its inputs from a grading run's seed (``probe.run_rng``), and the
+bundle cannot build an answer key (it holds no solutions). So the bundle is built with
+``SEEDS`` seeds drawn then (``key.draw_seed``) and the key of each (``.answer-key/NN.seed-S.json``,
+``bundle.json``'s ``seeds``); each submission is graded with one of them chosen by
+``secrets``, which the hidden stdout and ``extra_data`` of results.json name for the instructor
+(never an output a learner reads). A learner who hands in many times meets at most ``SEEDS``
+sets of inputs, none printed for a hidden check.
+
 Run by hand (``AUTOGRADER_ROOT`` and ``AUTOGRADER_PYTHON`` move it out of ``/autograder``, which
 is how the tests run it): ``python -I -m course_utils.grading.gradescope /autograder``.
 """
@@ -40,6 +48,7 @@ import importlib
 import json
 import os
 import pkgutil
+import secrets
 import sys
 import time
 import zipfile
@@ -47,6 +56,7 @@ from pathlib import Path
 
 import nbformat
 
+from course_utils.grading.probe import DEFAULT_SEED
 from course_utils.grading.release import copy_items
 from course_utils.grading.report import NotebookReport, format_table
 
@@ -56,6 +66,8 @@ ITEMS = ("src", "pyproject.toml", "README.md", "LICENSE")
 #: file that says which lessons it grades and whether it may grade without the sandbox.
 CHECKS = "checks"
 SETTINGS = "bundle.json"
+#: Seeds a bundle carries the answer key of (each submission is graded with one of them).
+SEEDS = 3
 #: The PyTorch CPU wheels (PyPI's Linux torch is the CUDA build, several GB).
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 #: How the output of a run that graded nothing, for want of the sandbox, begins.
@@ -143,17 +155,20 @@ def build_bundle(root: Path, target: Path, lessons_arg: str | None = None,
     for stem in lessons:
         notebooks[stem] = nbformat.read(solutions / f"{stem}.ipynb", as_version=4)
         validate(notebooks[stem], stem)
-    keys = {stem: answer_key.load(solutions / f"{stem}.ipynb", solutions)
-            for stem, nb in notebooks.items() if answer_key.uses_key(nb)}
+    seeds = [answer_key.draw_seed() for _ in range(SEEDS)]
+    keys = {(stem, seed): answer_key.load(solutions / f"{stem}.ipynb", solutions, seed=seed)
+            for stem, nb in notebooks.items() if answer_key.uses_key(nb) for seed in seeds}
     target.mkdir(parents=True)
     copy_items(root, target, ITEMS)
     (target / CHECKS).mkdir()
     for stem, nb in notebooks.items():
         (target / CHECKS / f"{stem}.ipynb").write_bytes(notebook_bytes(checks_notebook(nb)))
-    for stem, key in keys.items():
-        answer_key.save(answer_key.folder(target / CHECKS) / f"{stem}.json", key.to_json())
+    for (stem, seed), key in keys.items():
+        answer_key.save(answer_key.cache_path(target / CHECKS / f"{stem}.ipynb", seed=seed),
+                        key.to_json())
     (target / SETTINGS).write_text(json.dumps(
-        {"lessons": lessons, "allow_unsandboxed": bool(allow_unsandboxed)}, indent=1) + "\n")
+        {"lessons": lessons, "allow_unsandboxed": bool(allow_unsandboxed), "seeds": seeds},
+        indent=1) + "\n")
     (target / "setup.sh").write_text(SETUP_SH.format(index=TORCH_CPU_INDEX,
                                                      ipykernel=_pin(root, "ipykernel")))
     (target / "run_autograder").write_text(RUN_AUTOGRADER)
@@ -292,13 +307,14 @@ def run(autograder: Path) -> dict:
             return data
         note = UNSANDBOXED
     # Everything the grader reads of the course, read now, before any submission runs.
+    seed = secrets.choice([int(s) for s in settings.get("seeds") or [DEFAULT_SEED]])
     grade._SOLUTIONS.clear()
     grade._KEYS.clear()
     for path in sorted(checks.glob("*.ipynb")):
         grade._SOLUTIONS[path.resolve()] = nbformat.read(path, as_version=4)
-        stored = answer_key.folder(checks) / f"{path.stem}.json"
+        stored = answer_key.cache_path(path, seed=seed)
         if stored.is_file():
-            grade._KEYS[path.resolve()] = answer_key.AnswerKey.from_json(
+            grade._KEYS[(path.resolve(), seed)] = answer_key.AnswerKey.from_json(
                 stored.read_text(encoding="utf-8"))
     notebooks = sorted(p for p in submission.rglob("*.ipynb")
                        if ".ipynb_checkpoints" not in p.parts) if submission.is_dir() else []
@@ -308,12 +324,14 @@ def run(autograder: Path) -> dict:
         guard = None if sandbox else grade.CourseGuard(
             [grade.GRADER, checks, answer_key.folder(checks)], watched=[grade.GRADER.parent])
         report = grade.grade_notebook(path, checks, learner="you", sandbox=sandbox,
-                                      hidden=[submission, out], guard=guard, links=False)
+                                      hidden=[submission, out], guard=guard, links=False,
+                                      seed=seed)
         report.path = str(path.relative_to(submission))
         reports.append(report)
     lessons = ", ".join(p.name for p in sorted(checks.glob("*.ipynb")))
     missing = "" if notebooks else f"No notebook was handed in: upload {lessons}."
     data = results(reports, time.monotonic() - t0, missing, note)
+    data["extra_data"] = {"seed": seed}  # for the instructor: the inputs' seed
     _write(out, data)
     return data
 
@@ -327,7 +345,8 @@ def main(argv: list[str] | None = None) -> int:
     if refused:
         return 1
     print(f"score {sum(t['score'] for t in data['tests']):g} of "
-          f"{sum(t['max_score'] for t in data['tests']):g}")
+          f"{sum(t['max_score'] for t in data['tests']):g}; inputs drawn from seed "
+          f"{data.get('extra_data', {}).get('seed')} (stdout: the instructor's only)")
     return 0  # the score is in results.json; a failing learner is not a failing autograder
 
 

@@ -5,12 +5,12 @@ A check cell in the probe-and-verdict format has up to three sections::
     # Check 02.1: relu on values worked out by hand.
     from course_utils.grading.probe import report
 
-    x = np.array([-1.0, 0.0, 2.0])          # inputs: built here, from fixed values or seeds
+    x = run_rng(1).normal(size=5)            # inputs: built here, from the run's seed
     report(got=relu(x))                      # the call of the learner's code; plain data out
     ### REFERENCE (the expected values: worked out with the solutions, kept by the instructor)
     report(want=np.maximum(x, 0.0))
     ### VERDICT (run by the grader, on the values reported above)
-    assert np.allclose(got, want), f"relu({x.tolist()}): expected {want}, got {got}"
+    assert np.allclose(got, want), f"relu of {x.size} values: expected {want}, got {got}"
 
 When ``course-grade`` grades a notebook, only the first section (the *probe*) runs in the
 learner's kernel. What it ``report``\\ s leaves the kernel as JSON plus raw array bytes (never
@@ -25,16 +25,30 @@ name to the plain value it reported, so the verdict sees there what the grader w
 
 Predictions (``prediction``, ``predicted``) are read by the grader from the notebook's source;
 in the kernel these only say what was recorded (see ``verdict.py``).
+
+**The run's seed.** A probe builds its inputs from ``run_rng(k)`` (a numpy Generator) or
+``run_seed(k)`` (an int in [0, 2**32), for helpers that take a seed: ``random_graph(seed)``,
+``torch.manual_seed``), ``k`` naming the stream (an int or a string; one per check, or per
+input of a check). Both come from the seed the grader drew for this grading (``course-grade``
+draws one per run, with ``secrets``; ``--seed N`` repeats a grading) and gave the kernel in its
+environment (``SEED_VARIABLE``) when it started it; the answer key's clean kernel gets the same
+seed, so the reference section sees the same inputs as the probe. Run in Jupyter, with no seed
+given, they use ``DEFAULT_SEED``. Nothing the kernel does to its seed or its random generators
+is believed: a kernel that changes them gets other inputs than the reference had, and its
+outputs do not match.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import math
+import os
 import sys
 from typing import Any
 
-__all__ = ["MAX_REPORT_BYTES", "DTYPES", "dumps", "encode", "predicted", "prediction", "report"]
+__all__ = ["MAX_REPORT_BYTES", "DTYPES", "DEFAULT_SEED", "SEED_VARIABLE", "dumps", "encode",
+           "predicted", "prediction", "report", "run_rng", "run_seed"]
 
 #: Most bytes of JSON one check may report (a report over it is refused in the kernel, and
 #: refused again by the grader).
@@ -48,6 +62,36 @@ DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32"
 
 _pending: dict[str, str] = {}  # name -> its encoded value (JSON), for the grader to take
 _cell: list[Any] = [None]  # the execution count the pending reports belong to
+
+
+#: The environment variable that carries the grading run's seed into a kernel (``kernel.py``
+#: sets it from ``NotebookRun``'s seed), and the seed used when it is not set (Jupyter).
+SEED_VARIABLE = "COURSE_GRADE_SEED"
+DEFAULT_SEED = 0
+
+
+def base_seed() -> int:
+    """The run's seed: ``SEED_VARIABLE`` when the grader set it, else ``DEFAULT_SEED``."""
+    text = os.environ.get(SEED_VARIABLE, "").strip()
+    return int(text) if text.isdigit() else DEFAULT_SEED
+
+
+def run_seed(k: int | str = 0) -> int:
+    """An int in [0, 2**32) for stream ``k`` of this run: the same for the same run seed and
+    ``k``, unrelated for another of either. For helpers that take a seed.
+
+    >>> run_seed(1) == run_seed(1) != run_seed(2)
+    True
+    """
+    digest = hashlib.sha256(f"course-grade:{base_seed()}:{k}".encode()).digest()
+    return int.from_bytes(digest[:4], "little")
+
+
+def run_rng(k: int | str = 0):  # numpy is imported only when a probe needs it
+    """A numpy Generator for stream ``k`` of this run: ``np.random.default_rng(run_seed(k))``."""
+    import numpy as np
+
+    return np.random.default_rng(run_seed(k))
 
 
 class ReportError(TypeError):

@@ -31,7 +31,7 @@ from typing import Literal
 
 Status = Literal["pass", "fail", "error", "timeout", "tampered", "recorded"]
 CSV_COLUMNS = ("learner", "notebook", "exercise", "points", "possible", "status", "message",
-               "details", "notes", "path")
+               "details", "notes", "path", "seed")
 
 
 @dataclass
@@ -121,6 +121,9 @@ class NotebookReport:
     exercises: list[ExerciseResult]
     notes: list[str] = field(default_factory=list)  # about the whole run (kernel restarts, ...)
     error: str = ""  # why the notebook could not be run at all ("" when it could)
+    #: The grading run's seed, from which the checks' inputs were drawn (``probe.run_rng``):
+    #: for the instructor's records (JSON, CSV); never in the table or the feedback pages.
+    seed: int | None = None
 
     @property
     def points(self) -> float:
@@ -230,8 +233,9 @@ def csv_safe(text: str) -> str:
 
 def write_csv(reports: list[NotebookReport], path: str | Path) -> None:
     """One row per learner and exercise (a notebook that could not be matched to a solutions
-    notebook gets one row), with the file graded in the last column (``path``); text cells
-    cannot be read as formulas."""
+    notebook gets one row), with the file graded (``path``) and the grading run's seed
+    (``seed``: ``course-grade --seed N`` grades with the same inputs again) in the last
+    columns; text cells cannot be read as formulas."""
     with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
         writer.writerow(CSV_COLUMNS)
@@ -240,11 +244,16 @@ def write_csv(reports: list[NotebookReport], path: str | Path) -> None:
                 writer.writerow([csv_safe(r.learner), csv_safe(r.notebook or r.path),
                                  csv_safe(e.exercise), _num(e.points), _num(e.possible),
                                  e.status, csv_safe(e.message), csv_safe(details_text(e)),
-                                 csv_safe("; ".join(e.notes + r.notes)), csv_safe(r.path)])
+                                 csv_safe("; ".join(e.notes + r.notes)), csv_safe(r.path),
+                                 _seed(r)])
             if not r.exercises:
                 writer.writerow([csv_safe(r.learner), csv_safe(r.notebook or r.path), "", "0",
                                  "0", "error", csv_safe(r.error), "",
-                                 csv_safe("; ".join(r.notes)), csv_safe(r.path)])
+                                 csv_safe("; ".join(r.notes)), csv_safe(r.path), _seed(r)])
+
+
+def _seed(report: NotebookReport) -> str:
+    return "" if report.seed is None else str(int(report.seed))
 
 
 def to_json(reports: list[NotebookReport]) -> str:

@@ -37,6 +37,7 @@ from course_utils.grading import tamper
 from course_utils.grading import verdict as verdicts
 from course_utils.grading.format import is_check, tags
 from course_utils.grading.kernel import INTERRUPT_GRACE_S, Kernel, KernelError, Limits, Reply
+from course_utils.grading.probe import SEED_VARIABLE
 
 Outcome = Literal["passed", "failed", "error", "timeout", "crashed", "skipped", "not run",
                   "tampered", "recorded"]
@@ -82,8 +83,11 @@ class NotebookRun:
 
     def __init__(self, timeout: float, *, sandbox: bool = False, limits: Limits | None = None,
                  hidden: list[Path] | None = None, probe: bool = True,
-                 startup_timeout: float = 120.0) -> None:
+                 startup_timeout: float = 120.0, seed: int | None = None) -> None:
         self.timeout = timeout
+        #: The grading run's seed, given to every kernel this run starts (``probe.run_seed``);
+        #: None: the kernel uses ``probe.DEFAULT_SEED``.
+        self.seed = seed
         self.sandbox = sandbox
         self.limits = limits or Limits()
         self.hidden = hidden or []
@@ -126,8 +130,9 @@ class NotebookRun:
 
     def start(self) -> None:
         """Start a kernel (KernelError if it cannot) and take the tamper baseline."""
+        env = {} if self.seed is None else {SEED_VARIABLE: str(int(self.seed))}
         self.kernel = Kernel(sandbox=self.sandbox, limits=self.limits, hidden=self.hidden,
-                             startup_timeout=self.startup_timeout)
+                             startup_timeout=self.startup_timeout, env=env)
         self.kernel.start()
         self.sent, self._count, self._baseline, self._expected = [], {}, None, None
         self._last: dict | None = None  # see _tampering
@@ -609,8 +614,8 @@ def run_notebook(nb: NotebookNode, timeout: float, name: str = "notebook.ipynb",
                  sandbox: bool = False, limits: Limits | None = None,
                  hidden: list[Path] | None = None, probe: bool = True,
                  budget: float | None = None, labels: list[str] | None = None,
-                 specs: dict | None = None, key: object = None, references: bool = False
-                 ) -> tuple[list[CellResult], list[str]]:
+                 specs: dict | None = None, key: object = None, references: bool = False,
+                 seed: int | None = None) -> tuple[list[CellResult], list[str]]:
     """Run the code cells of ``nb``; one result per code cell, and notes about the run.
 
     After a cell that lost the kernel, a fresh kernel runs the earlier cells again (not the
@@ -619,7 +624,8 @@ def run_notebook(nb: NotebookNode, timeout: float, name: str = "notebook.ipynb",
     ``labels`` name the code cells in messages (default ``code cell N``); ``name`` is only used
     in notes. ``specs``, ``key``, ``references``: the probe-and-verdict checks of the canonical
     notebook, the answer key, and whether to work out missing expected values in this kernel
-    (see ``NotebookRun``).
+    (see ``NotebookRun``). ``seed``: the grading run's seed, from which the checks' probes
+    (and, without a key, their references) build their inputs (``probe.run_rng``).
     """
     code = code_cells(nb)
     results: list[CellResult] = []
@@ -628,7 +634,8 @@ def run_notebook(nb: NotebookNode, timeout: float, name: str = "notebook.ipynb",
     if budget is None:
         budget = time_budget(len(code), timeout)
     deadline = time.monotonic() + budget
-    run = NotebookRun(timeout, sandbox=sandbox, limits=limits, hidden=hidden, probe=probe)
+    run = NotebookRun(timeout, sandbox=sandbox, limits=limits, hidden=hidden, probe=probe,
+                      seed=seed)
     run.labels = list(labels or [])
     run.specs, run.key, run.references = dict(specs or {}), key, references
     try:
