@@ -140,6 +140,8 @@ def test_a_wrong_fixture_is_reported_with_its_name_and_checks(tmp_path):
         (("99.1", "partial-lists-only"), True),
         (("99.1", "shortcut-actually-right"), False), (("99.1", "shortcut-hard-coded"), True),
         (("99.1", "shortcut-lenient"), False), (("99.1", "unusual-wrong"), False),
+        # Every check of 99.1 is visible: a lookup of what they call scores full marks.
+        (("99.1", "generated-lookup"), False),
         (("99.2", "solution"), True), (("99.2", "stub"), True)]
     wrong = [r for r in results.values() if not r.ok]
     text = audit.format_results(wrong)
@@ -152,3 +154,31 @@ def test_a_wrong_fixture_is_reported_with_its_name_and_checks(tmp_path):
     assert "check in code cell 3 (1/1): passed" in text
     assert "check in code cell 4 (0/1): error" in text
     assert "AttributeError: 'list' object has no attribute 'shape'" in text
+
+
+def test_the_audit_generates_a_lookup_from_the_visible_checks_only(tmp_path):
+    """The tiny course again, its second check of 99.1 hidden: the lookup the audit writes from
+    the calls a learner sees (the visible check's) passes that check and fails the hidden one,
+    and the table says which generated shortcuts were tried and why the others were not."""
+    import shutil
+
+    import nbformat
+
+    shutil.copytree(ROOT / "tests" / "fixtures" / "grading" / "solutions", tmp_path / "solutions")
+    (tmp_path / "pyproject.toml").write_text("")
+    path = tmp_path / "solutions" / "99_fixture.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    shape_check = [c for c in nb.cells if "zeros((2, 3))" in c.source][0]
+    shape_check.metadata["tags"] = ["check", "hidden"]
+    nbformat.write(nb, path)
+    notes: dict[str, list[str]] = {}
+    results = audit.audit_notebook("99_fixture", root=tmp_path, timeout=20, notes=notes)
+    lookup = [r for r in results if r.variant.name == "generated-lookup"]
+    assert [(r.exercise, r.points, r.ok, [c.cell for c in r.failed_checks]) for r in lookup] == [
+        ("99.1", 1, True, [4])]
+    assert lookup[0].variant.description.startswith(
+        "a lookup of every call a learner sees: double (1 argument lists of 1 calls)")
+    text = audit.format_results(results, notes=notes)
+    assert "  99_fixture 99.1:\n    generated-lookup 1/2 (a lookup" in text
+    assert "    not made, lookup: the answer is values, not functions" in text
+    assert "    not made, routes: the exercise forbids no library route" in text

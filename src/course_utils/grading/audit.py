@@ -28,6 +28,18 @@ Besides the fixtures, the audit generates shortcuts of its own for every exercis
   answers the exercise (code marked ``### BEGIN SOLUTION NN.k`` or ``### ALSO ANSWERS NN.k`` in
   ``src/course_utils``, ``answers_in_package.table``), the solution cells rewritten to call it
   (``answers_in_package.course_import_answer``).
+- ``generated-lookup``: every callable the answer defines replaced by a table from the
+  arguments it was called with to its results, recorded in the audit's kernel over what a
+  learner sees run (the solution cells' examples, set-up cells, visible checks; never a hidden
+  check), a constant for anything else (``shortcuts.lookup_sources``, :func:`record_lookup`).
+- ``generated-mechanism-dummy``: the mechanism the answer builds (``tf.function``, ``jax.jit``,
+  ``mg.function``, ``trace``, ...) called once on a dummy, every result computed eagerly
+  (``shortcuts.mechanism_sources``).
+- ``generated-route-<library>``: a forbidden route of the exercise substituted for the answer
+  where it has a generic substitute (``shortcuts.route_sources``: graphlib's or networkx's order,
+  derivative rules by the complex step).
+
+Where a kind does not apply, the table's notes say why (``audit_notebook(notes=...)``).
 
 Every variant is also judged from its source, as ``course-grade`` judges a submission
 (``static.judge``): an answer that reaches a route its exercise forbids (the library's autodiff,
@@ -55,6 +67,7 @@ exercise's own functions and names.
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import re
 import sys
@@ -66,14 +79,16 @@ from typing import Literal
 
 import nbformat
 
-from course_utils.grading import answers_in_package, static
+from course_utils.grading import answers_in_package, shortcuts, static
 from course_utils.grading import key as answer_key
+from course_utils.grading import probe as probe_module
 from course_utils.grading import verdict as verdicts
 from course_utils.grading.build import find_course_root
 from course_utils.grading.format import (
     exercise_id,
     exercises,
     is_check,
+    is_hidden,
     is_solution,
     points,
     strip_solutions,
@@ -177,18 +192,92 @@ def load_fixtures(folder: Path, n_cells: int, possible: float | None = None) -> 
     return found
 
 
-def generated_shortcuts(exercise: str, sources: list[str],
-                        root: Path | None = None) -> list[Variant]:
-    """The shortcuts the audit makes itself for one exercise (its solution cells' sources):
-    today, the course's own implementation imported (``answers_in_package``), where the package
-    has one."""
+def generated_shortcuts(exercise: str, sources: list[str], root: Path | None = None,
+                        checks: Sequence[str] = (), notes: list[str] | None = None
+                        ) -> list[Variant]:
+    """The shortcuts the audit makes from the exercise's source alone (its solution cells'
+    ``sources``, its check cells' ``checks``): the course's own implementation imported
+    (``answers_in_package``), the mechanism on a dummy, the forbidden routes with a generic
+    substitute (``shortcuts``). Why a kind was not made goes to ``notes``. The lookup needs the
+    kernel: :func:`record_lookup`."""
     found = []
+    notes = [] if notes is None else notes
     src = (root / "src") if root and (root / "src" / "course_utils").is_dir() else None
     imported = answers_in_package.course_import_answer(sources, exercise, src)
     if imported:
         found.append(Variant("generated-course-import", "shortcut", imported[0], imported[1],
                              generated=True))
+    else:
+        notes.append("course-import: no answer in the package that the rewrite reaches")
+    dummied = shortcuts.mechanism_sources(sources)
+    if dummied:
+        found.append(Variant("generated-mechanism-dummy", "shortcut", dummied[0], dummied[1],
+                             generated=True))
+    else:
+        notes.append("mechanism-dummy: the answer builds none of "
+                     + ", ".join(shortcuts.MECHANISMS))
+    forbidden = sorted(static.forbidden_routes(exercise, checks))
+    made = shortcuts.route_sources(sources, forbidden)
+    for slug, changed, description in made:
+        found.append(Variant(f"generated-{slug}", "shortcut", changed, description,
+                             generated=True))
+    if not made:
+        notes.append("routes: " + (f"no generic substitute for {', '.join(forbidden[:4])}"
+                                   + (" ..." if len(forbidden) > 4 else "")
+                                   if forbidden else "the exercise forbids no library route"))
     return found
+
+
+def record_lookup(run: NotebookRun, code: list, ex: str, start: int, end: int,
+                  cells: list[int]) -> tuple[Variant | None, str]:
+    """The lookup shortcut of exercise ``ex`` (``generated-lookup``), or (None, why not).
+
+    In the audit's kernel, from the namespace before the exercise: the solution cells run with
+    a recorder around each callable they define, then the cells up to the exercise's last
+    check that a learner sees run (set-up cells, this exercise's visible checks; never a hidden
+    check). The caller puts the namespace back afterwards."""
+    sources = [str(code[i].source) for i in cells]
+    found, why = shortcuts.callables(sources)
+    if not found:
+        return None, why
+    assert run.kernel is not None
+    # What a learner sees ran with the seed of their Jupyter, not the one the audit grades with.
+    variable = probe_module.SEED_VARIABLE
+    seed = (f"import os as _os\n__course_audit_seed = _os.environ.get({variable!r})\n"
+            f"_os.environ[{variable!r}] = {str(probe_module.DEFAULT_SEED)!r}\n")
+    back = (f"import os as _os\nif __course_audit_seed is None:\n"
+            f"    _os.environ.pop({variable!r}, None)\nelse:\n"
+            f"    _os.environ[{variable!r}] = __course_audit_seed\n")
+    reply = run.kernel.execute(seed + shortcuts.RECORDER, run.timeout, silent=True,
+                               store_history=False)
+    if reply.status != "ok":
+        return None, f"the recorder did not start: {reply.ename}: {reply.evalue}"
+    recording = dict(zip(cells, shortcuts.recording_sources(sources, found), strict=True))
+    probe, run.probe = run.probe, False
+    try:
+        for j in range(start, end + 1):
+            cell = code[j]
+            if is_check(cell) and (exercise_id(cell) != ex or is_hidden(cell)):
+                continue
+            if not run.alive():
+                return None, "the kernel died while the visible calls were recorded"
+            if j in recording:
+                run.run_cell(j, recording[j], check=False)
+            else:
+                run.run_cell(j, cell)
+    finally:
+        run.probe = probe
+    reply = run.kernel.execute(back, run.timeout, silent=True, store_history=False,
+                               user_expressions={"t": "__course_audit_dump()"})
+    dumped = reply.user_expressions.get("t", {}) if reply.status == "ok" else {}
+    if dumped.get("status") != "ok":
+        return None, f"the recorded calls could not be read: {dumped.get('evalue', reply.status)}"
+    tables = shortcuts.decode_tables(ast.literal_eval(dumped["data"]["text/plain"]))
+    made = shortcuts.lookup_sources(sources, found, tables)
+    if made is None:
+        return None, ("no callable of the answer was called where a learner sees it: "
+                      + ", ".join(c.target for c in found))
+    return Variant("generated-lookup", "shortcut", made[0], made[1], generated=True), ""
 
 
 def judge_statically(result: VariantResult, nb, code: list, solution_cells: list[int]) -> None:
@@ -289,9 +378,13 @@ def _num(x: float) -> str:
 
 def audit_notebook(stem: str, *, root: Path | None = None, timeout: float = 120.0,
                    sandbox: bool = False, fixtures: Path | None = None,
-                   progress: bool = False, generated: bool = True) -> list[VariantResult]:
+                   progress: bool = False, generated: bool = True,
+                   notes: dict[str, list[str]] | None = None) -> list[VariantResult]:
     """Run every variant of every exercise of ``solutions/<stem>.ipynb`` in one kernel
-    (``generated``: the shortcuts the audit makes itself too, :func:`generated_shortcuts`)."""
+    (``generated``: the shortcuts the audit makes itself too, :func:`generated_shortcuts` and
+    :func:`record_lookup`; ``notes``, when given, gets ``"<stem> <id>"`` -> why a kind of
+    generated shortcut was not made)."""
+    notes = {} if notes is None else notes
     root = root or find_course_root()
     path = root / "solutions" / f"{stem}.ipynb"
     nb = nbformat.read(path, as_version=4)
@@ -312,7 +405,10 @@ def audit_notebook(stem: str, *, root: Path | None = None, timeout: float = 120.
         stub = Variant("stub", "stub", [strip_solutions(code[i].source, ex) for i in cells])
         variants[ex] = [stub, *load_fixtures(folder / ex, len(cells), possible.get(ex, 0))]
         if generated:
-            variants[ex] += generated_shortcuts(ex, [code[i].source for i in cells], root)
+            variants[ex] += generated_shortcuts(
+                ex, [code[i].source for i in cells], root,
+                [str(code[j].source) for j in check_cells.get(ex, [])],
+                notes.setdefault(f"{stem} {ex}", []))
     results: list[VariantResult] = []
     for extra in sorted(folder.iterdir()) if folder.is_dir() else []:
         if extra.is_dir() and extra.name not in solution_cells:
@@ -342,6 +438,18 @@ def audit_notebook(stem: str, *, root: Path | None = None, timeout: float = 120.
                 ex = starts[i]
                 end = max(check_cells.get(ex, [i]))
                 run.snapshot()
+                if generated:
+                    say(f"{stem} {ex}: recording the calls a learner sees")
+                    lookup, why = record_lookup(run, code, ex, i, end, solution_cells[ex])
+                    if lookup is not None:
+                        variants[ex].append(lookup)
+                    else:
+                        notes.setdefault(f"{stem} {ex}", []).append(f"lookup: {why}")
+                    if run.alive():
+                        run.restore()
+                    else:
+                        run.restart(replay(i))
+                        run.snapshot()
                 for variant in variants[ex]:
                     result = VariantResult(stem, ex, variant, 0, possible.get(ex, 0))
                     if not variant.problem:
@@ -425,8 +533,11 @@ def _score(index: int, cell, result: CellResult | None) -> CheckScore:
 # --- reports -----------------------------------------------------------------------------------
 
 
-def format_results(results: list[VariantResult], verbose: bool = False) -> str:
-    """A table (one row per variant), then the details of every wrong row (``verbose``: all)."""
+def format_results(results: list[VariantResult], verbose: bool = False,
+                   notes: dict[str, list[str]] | None = None) -> str:
+    """A table (one row per variant), then the details of every wrong row (``verbose``: all),
+    then per exercise the generated shortcuts tried, their scores, and (``notes``, from
+    :func:`audit_notebook`) why the other kinds were not made."""
     if not results:
         return "no exercises"
     rows = [("notebook", "exercise", "variant", "points", "expected", "verdict",
@@ -461,10 +572,16 @@ def format_results(results: list[VariantResult], verbose: bool = False) -> str:
     for r in results:
         if r.variant.generated:
             tried.setdefault(f"{r.notebook} {r.exercise}", []).append(
-                f"{r.variant.name} ({r.variant.description})")
-    if tried:
+                f"{r.variant.name} {_num(r.points)}/{_num(r.possible)}"
+                f"{'' if r.ok else ' ABOVE HALF'}{f' [{r.static}]' if r.static else ''} "
+                f"({r.variant.description})")
+    notes = notes or {}
+    if tried or any(notes.values()):
         lines += ["", "generated shortcuts tried:"]
-        lines += [f"  {where}: {'; '.join(names)}" for where, names in tried.items()]
+        for where in dict.fromkeys([*tried, *notes]):
+            lines.append(f"  {where}:")
+            lines += [f"    {name}" for name in tried.get(where, [])] or ["    none"]
+            lines += [f"    not made, {why}" for why in notes.get(where, [])]
     wrong = sum(not r.ok for r in results)
     lines += ["", f"{len(results)} variants, {wrong} wrong (the rules, unless a fixture's "
               f"`# expect:` is stricter: solution and unusual == full, stub == 0, shortcut <= "
@@ -527,6 +644,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not stems:
         parser.error("name at least one notebook, or --all")
     results: list[VariantResult] = []
+    notes: dict[str, list[str]] = {}
     status = 0
     for stem in stems:
         if not (root / "solutions" / f"{stem}.ipynb").is_file():
@@ -535,9 +653,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             continue
         t0 = time.monotonic()
         results += audit_notebook(stem, root=root, timeout=args.timeout, sandbox=args.sandbox,
-                                  progress=not args.json, generated=not args.no_generated)
+                                  progress=not args.json, generated=not args.no_generated,
+                                  notes=notes)
         print(f"{stem}: {time.monotonic() - t0:.1f} s", file=sys.stderr)
-    print(to_json(results) if args.json else format_results(results, args.verbose))
+    print(to_json(results) if args.json else format_results(results, args.verbose, notes))
     if args.coverage:
         missing = coverage(root)
         if missing:

@@ -1,0 +1,153 @@
+"""The shortcuts the audit writes itself (``course_utils.grading.shortcuts``), run in this
+process on small answers: each must do what its description says (look up, call the mechanism
+once on a dummy, take the forbidden route) and give the answer's results where it can, since a
+generated shortcut that is simply broken would prove nothing about the checks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from course_utils.grading import shortcuts
+
+
+def _run(sources: list[str], ns: dict | None = None) -> dict:
+    ns = {"np": np} if ns is None else ns
+    for source in sources:
+        exec(compile(source, "<answer>", "exec"), ns)  # noqa: S102 (the test's own sources)
+    return ns
+
+
+ANSWER = '''\
+def scale(x, k=2.0):
+    """k * x."""
+    ### BEGIN SOLUTION
+    return k * np.asarray(x, dtype=float)
+    ### END SOLUTION
+
+
+RULES = {}
+RULES["neg"] = lambda g, out, x: (-g,)
+print(scale([1.0]))
+'''
+
+
+def test_callables_finds_defs_and_rule_tables_and_refuses_classes_and_values():
+    found, why = shortcuts.callables([ANSWER])
+    assert [(c.target, c.params) for c in found] == [
+        ("scale", ["x", "k"]), ("RULES['neg']", ["g", "out", "x"])] and not why
+    assert shortcuts.callables(["class T:\n    pass\n"])[1].startswith(
+        "the answer defines a class (T)")
+    assert shortcuts.callables(["n = 3\n"])[1].startswith("the answer is values")
+
+
+def test_the_lookup_answers_what_was_recorded_and_a_constant_otherwise():
+    found, _ = shortcuts.callables([ANSWER])
+    ns = _run([shortcuts.RECORDER, *shortcuts.recording_sources([ANSWER], found)])
+    ns["scale"](np.array([1.0, 2.0]), k=3.0)  # a visible check's call
+    ns["scale"]([5.0])
+    tables = shortcuts.decode_tables(ns["__course_audit_dump"]())
+    assert tables["scale"]["calls"] == 3  # the cell's own print, then the two above
+    assert "RULES['neg']" not in tables  # never called: nothing to copy
+    sources, description = shortcuts.lookup_sources([ANSWER], found, tables)
+    assert "scale (3 argument lists of 3 calls)" in description
+    assert "never called where a learner sees it, so None: RULES['neg']" in description
+    looked = _run(sources)
+    assert np.array_equal(looked["scale"](np.array([1.0, 2.0]), k=3.0), [3.0, 6.0])
+    assert np.array_equal(looked["scale"]([5.0]), [10.0])
+    # Other arguments: the most frequent result, whatever the input (a constant).
+    assert looked["scale"](np.array([7.0, 7.0])).tolist() in ([2.0], [3.0, 6.0], [10.0])
+    assert looked["RULES"]["neg"](1.0, 1.0, 1.0) is None
+    assert "def scale" not in "\n".join(sources)  # no trace of the real answer
+
+
+def test_the_lookup_key_reads_values_not_identities():
+    ns = _run([shortcuts.KEY_SOURCE])
+    key = ns["_lookup_key"]
+    assert key(((np.arange(3.0),), {})) == key(((np.arange(3.0),), {}))
+    assert key(((np.arange(3.0),), {})) != key(((np.arange(3.0) + 1,), {}))
+    assert key(((np.arange(3.0),), {})) != key(((np.arange(3),), {}))  # dtype counts
+    assert key(((object(),), {})) == key(((object(),), {}))  # an address is not a value
+
+
+SET_UP = '''\
+def fake_jit(f):
+    calls = []
+
+    def compiled(*args):
+        calls.append(args)
+        return "compiled"
+    compiled.calls = calls
+    return compiled
+'''
+MECHANISM = '''\
+@fake_jit
+def step(x):
+    return x + 1
+
+
+def run(xs):
+    stepped = fake_jit(lambda v: v * 10)
+    return [stepped(x) for x in xs]
+'''
+
+
+def test_the_mechanism_is_called_once_on_a_dummy_and_the_results_are_eager(monkeypatch):
+    monkeypatch.setattr(shortcuts, "MECHANISMS", ("fake_jit",))
+    sources, description = shortcuts.mechanism_sources([MECHANISM])
+    assert description.endswith("fake_jit")
+    ns = _run([SET_UP, *sources])
+    assert [ns["step"](np.array([2.0])), ns["step"](np.array([5.0]))] == [3.0, 6.0]
+    assert len(ns["step"].calls) == 1  # the mechanism's own attribute, read through
+    (dummy,) = ns["step"].calls[0]
+    assert dummy.tolist() == [1.0]  # a dummy, not the caller's input
+    assert ns["run"]([1, 2]) == [10, 20]
+    # The answer's own mechanism (lesson 05's trace class) is the exercise: not replaced.
+    own = "class fake_jit:\n    pass\n\n\n@fake_jit\ndef f(x):\n    return x\n"
+    assert shortcuts.mechanism_sources([own]) is None
+
+
+def test_graphlib_and_networkx_orders_replace_an_ordering_answer():
+    answer = ("def topo_order(outputs):\n    \"\"\"Inputs first.\"\"\"\n    ### BEGIN SOLUTION\n"
+              "    raise NotImplementedError\n    ### END SOLUTION\n")
+    made = shortcuts.route_sources([answer], ["graphlib", "networkx"])
+    assert [slug for slug, _, _ in made] == ["route-graphlib", "route-networkx"]
+    class Node:  # hashable by identity, as the engine's nodes
+        def __init__(self, *inputs):
+            self.inputs = list(inputs)
+
+    a = Node()
+    b = Node(a)
+    c = Node(a, b)
+    for slug, sources, _ in made:
+        order = _run(sources)["topo_order"]([c])
+        assert order.index(a) < order.index(b) < order.index(c), slug
+        assert "graphlib" in sources[0] or "networkx" in sources[0]
+    assert shortcuts.route_sources([answer], ["torch.autograd"]) == []
+
+
+def test_the_complex_step_replaces_a_table_of_derivative_rules():
+    from course_utils.engine import IMPL
+
+    answer = ('VJP = {}\nJVP = {}\n'
+              'VJP["tanh"] = lambda g, out, x: (g * (1 - out * out),)\n'
+              'VJP["matmul"] = lambda g, out, x, y: (g @ y.T, x.T @ g)\n'
+              'JVP["mul"] = lambda tangents, out, x, y: tangents[0] * y + x * tangents[1]\n')
+    ((slug, sources, _),) = shortcuts.route_sources([answer], ["numpy.complex*"])
+    assert slug == "route-complex-step" and "1e-30j" in sources[0]
+    ns = _run(sources)
+    rng = np.random.default_rng(0)
+    x, y, g = rng.normal(size=(2, 3)), rng.normal(size=(3, 4)), rng.normal(size=(2, 4))
+    gx, gy = ns["VJP"]["matmul"](g, IMPL["matmul"](x, y), x, y)
+    np.testing.assert_allclose(gx, g @ y.T, rtol=1e-12)
+    np.testing.assert_allclose(gy, x.T @ g, rtol=1e-12)
+    (gt,) = ns["VJP"]["tanh"](g[0, :3], np.tanh(x[0]), x[0])
+    np.testing.assert_allclose(gt, g[0, :3] * (1 - np.tanh(x[0]) ** 2), rtol=1e-12)
+    t = rng.normal(size=(2, 3))
+    np.testing.assert_allclose(ns["JVP"]["mul"]([t, t], None, x, x), 2 * t * x, rtol=1e-12)
+
+
+@pytest.mark.parametrize("source", ["x = (", "def f(:\n    pass\n"])
+def test_sources_that_do_not_parse_make_no_shortcut(source):
+    assert shortcuts.mechanism_sources([source]) is None
+    assert shortcuts.callables([source])[0] == []
