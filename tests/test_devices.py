@@ -1,7 +1,10 @@
 """course_utils.devices against the frameworks' own answers."""
 
 import importlib.metadata
+import os
 import platform
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -159,3 +162,44 @@ def test_timing_context_names_the_cpu_its_units_and_the_load():
     assert line.startswith(f"CPU: {model}; vector units: ")
     assert all(flag in line for flag in flags)
     assert f"{devices.cpu_threads()['usable_cpus']} usable core(s)" in line and "load" in line
+
+
+def _spin(seconds: float) -> None:
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+def test_thread_shares_one_thread_for_work_on_the_calling_thread():
+    if not os.path.isdir("/proc/self/task"):
+        pytest.skip("per-thread CPU times come from Linux's /proc")
+    shares = devices.thread_shares(lambda: _spin(0.01), seconds=0.3)
+    assert len(shares) == 1 and shares[0] > 0.95
+
+
+def test_thread_shares_sees_two_threads_that_work_at_once():
+    """Two threads of a pool spinning while the caller waits (they take turns under the GIL, as
+    a pool's threads share a busy core): two shares of about half each, none for the caller."""
+    if not os.path.isdir("/proc/self/task"):
+        pytest.skip("per-thread CPU times come from Linux's /proc")
+    stop = threading.Event()
+
+    def work():
+        while not stop.is_set():
+            _spin(0.001)
+
+    pool = [threading.Thread(target=work, daemon=True) for _ in range(2)]
+    for thread in pool:
+        thread.start()
+    try:
+        shares = devices.thread_shares(lambda: time.sleep(0.01), seconds=0.4)
+    finally:
+        stop.set()
+        for thread in pool:
+            thread.join()
+    assert len(shares) == 2 and all(0.3 < s < 0.7 for s in shares), shares
+
+
+def test_thread_shares_is_none_without_proc(monkeypatch):
+    monkeypatch.setattr(devices.os.path, "isdir", lambda path: False)
+    assert devices.thread_shares(lambda: None) is None

@@ -17,6 +17,8 @@ import importlib.metadata
 import os
 import platform
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 #: The packages whose versions the report lists, by import name -> distribution names to try.
@@ -217,6 +219,44 @@ def timing_context() -> str:
         load = "load average unknown"
     units = ", ".join(flags) if flags else "none of AVX2, AVX-512, AMX reported"
     return f"CPU: {model}; vector units: {units}; {usable} usable core(s); {load}"
+
+
+def _thread_cpu_ticks() -> dict[str, int]:
+    """CPU time of each thread of this process, in clock ticks (user + system, ``man 5 proc``)."""
+    ticks = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()  # the name may hold spaces
+        except OSError:  # the thread ended meanwhile
+            continue
+        ticks[tid] = int(fields[11]) + int(fields[12])  # utime, stime: fields 14 and 15
+    return ticks
+
+
+def thread_shares(fn: Callable[[], object], seconds: float = 0.5,
+                  least: float = 0.1) -> list[float] | None:
+    """Which threads of this process do the work of ``fn``: each one's share of the CPU time
+    used while ``fn`` is called again and again for about ``seconds`` of CPU time, largest
+    first, leaving out threads under ``least``. ``[1.0]``: one thread did it all; a BLAS, XLA
+    or thread pool that computes in parallel shows two shares or more. Threads that end before
+    the last call returns are not counted (a pool's threads live on). Linux only (per-thread
+    times from /proc); ``None`` elsewhere, or if the clock ticks saw no work.
+
+    >>> thread_shares(lambda: sum(range(1000)), seconds=0.2)  # doctest: +SKIP
+    [1.0]
+    """
+    if not os.path.isdir("/proc/self/task"):
+        return None
+    before, start = _thread_cpu_ticks(), time.process_time()
+    while time.process_time() - start < seconds:
+        fn()
+    after = _thread_cpu_ticks()
+    used = [after[tid] - before.get(tid, 0) for tid in after]
+    total = sum(used)
+    if total <= 0:
+        return None
+    return sorted((u / total for u in used if u >= least * total), reverse=True)
 
 
 def report() -> EnvReport:
