@@ -29,6 +29,9 @@ def scale(x, k=2.0):
 RULES = {}
 RULES["neg"] = lambda g, out, x: (-g,)
 print(scale([1.0]))
+### BEGIN SOLUTION
+predicted = 3  # a prediction: the lookup leaves it unanswered
+### END SOLUTION
 '''
 
 
@@ -58,6 +61,7 @@ def test_the_lookup_answers_what_was_recorded_and_a_constant_otherwise():
     # Other arguments: the most frequent result, whatever the input (a constant).
     assert looked["scale"](np.array([7.0, 7.0])).tolist() in ([2.0], [3.0, 6.0], [10.0])
     assert looked["RULES"]["neg"](1.0, 1.0, 1.0) is None
+    assert looked["predicted"] is None and "left unanswered (None): predicted" in description
     assert "def scale" not in "\n".join(sources)  # no trace of the real answer
 
 
@@ -105,6 +109,11 @@ def test_the_mechanism_is_called_once_on_a_dummy_and_the_results_are_eager(monke
     # The answer's own mechanism (lesson 05's trace class) is the exercise: not replaced.
     own = "class fake_jit:\n    pass\n\n\n@fake_jit\ndef f(x):\n    return x\n"
     assert shortcuts.mechanism_sources([own]) is None
+    # A mechanism the course's code builds around the learner's body is not the answer's.
+    given = "@fake_jit\ndef f(x):\n    ### BEGIN SOLUTION\n    return x\n    ### END SOLUTION\n"
+    assert shortcuts.mechanism_sources([given]) is None
+    inside = "def g(h):\n    ### BEGIN SOLUTION\n    return fake_jit(h)\n    ### END SOLUTION\n"
+    assert "_AuditDummied(fake_jit(h), h)" in shortcuts.mechanism_sources([inside])[0][0]
 
 
 def test_graphlib_and_networkx_orders_replace_an_ordering_answer():

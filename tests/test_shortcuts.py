@@ -182,3 +182,19 @@ def test_the_audit_generates_a_lookup_from_the_visible_checks_only(tmp_path):
     assert "  99_fixture 99.1:\n    generated-lookup 1/2 (a lookup" in text
     assert "    not made, lookup: the answer is values, not functions" in text
     assert "    not made, routes: the exercise forbids no library route" in text
+
+
+def test_a_known_generated_shortcut_above_half_is_printed_but_not_counted_wrong(monkeypatch):
+    monkeypatch.setattr(audit, "KNOWN_ABOVE_HALF", {"99.1 generated-lookup": "reported"})
+    rows = []
+    for name, points in [("generated-lookup", 3), ("generated-mechanism-dummy", 3),
+                         ("generated-lookup", 1)]:
+        variant = audit.Variant(name, "shortcut", ["x = 1"], "d", generated=True)
+        rows.append(audit.VariantResult("99_x", "99.1", variant, points, 4))
+        audit._judge(rows[-1])
+    assert [r.ok for r in rows] == [True, False, True]
+    assert rows[0].why == "known: reported (scored 3/4, expected <= 2)"
+    text = audit.format_results(rows)
+    assert "generated-lookup 3/4 ABOVE HALF, known (d)" in text
+    assert "generated-mechanism-dummy 3/4 ABOVE HALF (d)" in text
+    assert "generated-lookup 1/4 (known entry no longer needed) (d)" in text

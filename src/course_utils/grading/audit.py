@@ -106,6 +106,16 @@ SEPARATOR = "# %%"
 _EXPECT = re.compile(
     r"^#\s*expect:\s*(<=|>=|==|<|>|=)?\s*(full|half|[0-9]+(?:\.[0-9]+)?)\s*(?:#.*)?$",
     re.IGNORECASE)
+#: Generated shortcuts found above half and reported to whoever owns the exercise's checks
+#: (issue 36), "<id> <variant>" -> what scores and why. Until the checks change, the audit
+#: still prints them ("ABOVE HALF, known") but does not count them wrong; remove an entry once
+#: its shortcut scores at most half (the table then says "known entry no longer needed").
+KNOWN_ABOVE_HALF: dict[str, str] = {
+    "03.3 generated-lookup": "square_pows keyed on the visible graphs' printed form: the visible "
+                             "checks carry 3 of 4 points, with fixed graphs",
+    "04.2 generated-lookup": "tape_gradient keyed on the visible tapes' values: the visible "
+                             "checks carry 4 of 6 points, with fixed seeds",
+}
 _OPS = {"<": float.__lt__, "<=": float.__le__, "==": float.__eq__, ">": float.__gt__,
         ">=": float.__ge__}
 
@@ -359,6 +369,9 @@ def _judge(result: VariantResult) -> None:
     result.ok = _OPS[rule[0]](float(result.points), float(target))
     if not result.ok:
         result.why = f"scored {_num(result.points)}/{_num(full)}, expected {result.expected}"
+    known = KNOWN_ABOVE_HALF.get(f"{result.exercise} {v.name}") if v.generated else None
+    if known and not result.ok:
+        result.ok, result.why = True, f"known: {known} ({result.why})"
     broken = [c for c in result.checks if c.outcome not in ("passed", "failed", "error")]
     if v.kind in ("stub", "solution") and broken:
         result.ok = False
@@ -572,8 +585,8 @@ def format_results(results: list[VariantResult], verbose: bool = False,
     for r in results:
         if r.variant.generated:
             tried.setdefault(f"{r.notebook} {r.exercise}", []).append(
-                f"{r.variant.name} {_num(r.points)}/{_num(r.possible)}"
-                f"{'' if r.ok else ' ABOVE HALF'}{f' [{r.static}]' if r.static else ''} "
+                f"{r.variant.name} {_num(r.points)}/{_num(r.possible)}{_above(r)}"
+                f"{f' [{r.static}]' if r.static else ''} "
                 f"({r.variant.description})")
     notes = notes or {}
     if tried or any(notes.values()):
@@ -587,6 +600,13 @@ def format_results(results: list[VariantResult], verbose: bool = False,
               f"`# expect:` is stricter: solution and unusual == full, stub == 0, shortcut <= "
               f"half, partial < full)"]
     return "\n".join(lines)
+
+
+def _above(r: VariantResult) -> str:
+    known = f"{r.exercise} {r.variant.name}" in KNOWN_ABOVE_HALF
+    if r.points > r.possible / 2:
+        return " ABOVE HALF, known" if known else " ABOVE HALF"
+    return " (known entry no longer needed)" if known else ""
 
 
 def to_json(results: list[VariantResult]) -> str:

@@ -14,9 +14,10 @@ own implementation imported):
   around each callable (:data:`RECORDER`, :func:`recording_sources`); an argument list not in
   the table returns the most frequent recorded result (a constant). A learner who copies what
   the visible checks and examples print can write the same table.
-- **mechanism on a dummy** (:func:`mechanism_sources`): where the answer hands a function to a
-  mechanism (``tf.function``, ``mg.function``, ``jax.jit``, ``torch.jit.script``/``trace``,
-  ``torch.compile``, the lesson's ``trace``), as a decorator or a call, the mechanism is still
+- **mechanism on a dummy** (:func:`mechanism_sources`): where the answer (the code inside its
+  solution regions) hands a function to a mechanism (``tf.function``, ``mg.function``,
+  ``jax.jit``, ``torch.jit.script``/``trace``, ``torch.compile``, the lesson's ``trace``), as a
+  decorator or a call, the mechanism is still
   built and called once, on a dummy (the first call's arguments with every number made 1), and
   every call returns the function run eagerly, outside the mechanism. Attributes are read from
   the mechanism's object, so a counter or a graph found there looks right.
@@ -219,6 +220,36 @@ def decode_tables(dumped: str) -> dict:
     return pickle.loads(base64.b64decode(dumped))  # noqa: S301 (the audit's own kernel)
 
 
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _regions(source: str) -> list[tuple[int, int]]:
+    """The 1-based lines of each ``### BEGIN SOLUTION`` and its ``### END SOLUTION``."""
+    regions, begin = [], None
+    for n, line in enumerate(source.splitlines(), start=1):
+        text = line.strip()
+        if text.startswith("### BEGIN SOLUTION"):
+            begin = n
+        elif text.startswith("### END SOLUTION") and begin is not None:
+            regions.append((begin, n))
+            begin = None
+    return regions
+
+
+def _answered_values(source: str) -> list[ast.Assign]:
+    """The top-level assignments of values (not callables) inside a solution region of one
+    cell (``### BEGIN SOLUTION`` ... ``### END SOLUTION``): what a lookup of the callables
+    leaves unanswered."""
+    regions = _regions(source)
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    return [node for node in tree.body if isinstance(node, ast.Assign) and _target(node) is None
+            and any(a < node.lineno and node.end_lineno < b for a, b in regions)]
+
+
 def lookup_sources(sources: list[str], found: list[Callable_], tables: dict
                    ) -> tuple[list[str], str] | None:
     """The answer with every recorded callable replaced by its lookup table; None when no
@@ -239,17 +270,23 @@ def lookup_sources(sources: list[str], found: list[Callable_], tables: dict
             "    def answer(*args, **kwargs):",
             "        return _pickle.loads(table.get(_lookup_key((args, kwargs)), fallback))",
             "    return answer", ""]
-    out = []
+    out, blanked = [], []
     for k, source in enumerate(sources):
         lines = source.splitlines()
-        for c in sorted((c for c in found if c.cell == k),
-                        key=lambda c: c.node.lineno, reverse=True):
-            lines[c.node.lineno - 1 - len(getattr(c.node, "decorator_list", [])):
-                  c.node.end_lineno] = [f"{c.target} = _looked_up({c.target!r})"]
+        edits = [(c.node.lineno - len(getattr(c.node, "decorator_list", [])), c.node.end_lineno,
+                  f"{c.target} = _looked_up({c.target!r})") for c in found if c.cell == k]
+        for node in _answered_values(source):  # predictions and other values: not answered
+            targets = " = ".join(ast.unparse(t) for t in node.targets)
+            edits.append((node.lineno, node.end_lineno, f"{targets} = None"))
+            blanked.append(targets)
+        for first, last, new in sorted(edits, reverse=True):
+            lines[first - 1:last] = [" " * _indent(lines[first - 1]) + new]
         out.append("\n".join(lines))
     out[0] = "\n".join(head) + "\n" + out[0]
     what = ", ".join(f"{t} ({len(e['table'])} argument lists of {e['calls']} calls)"
                      for t, e in used.items())
+    if blanked:
+        what += f"; the answer's values left unanswered (None): {', '.join(blanked)}"
     unseen = [c.target for c in found if c.target not in used]
     also = f"; never called where a learner sees it, so None: {', '.join(unseen)}" \
         if unseen else ""
@@ -311,13 +348,18 @@ def _mechanism(node: ast.AST) -> str | None:
 
 
 class _Dummied(ast.NodeTransformer):
-    def __init__(self, own: set[str]) -> None:
+    def __init__(self, own: set[str], regions: list[tuple[int, int]]) -> None:
         self.used: list[str] = []
         self.own = own  # names the answer defines: its own mechanism is the exercise
+        self.regions = regions  # where the answer is: a mechanism the course's code builds
+        # around it (a given `@mg.function` over the learner's body) is not the answer's
 
     def mechanism(self, node: ast.AST) -> str | None:
         name = _mechanism(node)
-        return None if name is None or name.split(".")[0] in self.own else name
+        if name is None or name.split(".")[0] in self.own:
+            return None
+        inside = any(a < node.lineno <= b for a, b in self.regions) or not self.regions
+        return name if inside else None
 
     def visit_Call(self, node: ast.Call) -> ast.AST:  # noqa: N802 (ast's visitor names)
         self.generic_visit(node)
@@ -356,7 +398,7 @@ def mechanism_sources(sources: list[str]) -> tuple[list[str], str] | None:
     own = {n.name for tree in trees for n in tree.body
            if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
     for source, tree in zip(sources, trees, strict=True):
-        change = _Dummied(own)
+        change = _Dummied(own, _regions(source))
         tree = ast.fix_missing_locations(change.visit(tree))
         used += change.used
         out.append(ast.unparse(tree) if change.used else source)
