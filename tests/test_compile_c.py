@@ -7,6 +7,7 @@ and the random graphs compile a few outputs each.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -346,6 +347,31 @@ def test_ziglang_is_the_fallback(monkeypatch) -> None:
     monkeypatch.setattr(toolchain.importlib.util, "find_spec",
                         lambda name: object() if name == "ziglang" else None)
     assert toolchain.find_compiler()[1:] == ["-m", "ziglang", "cc"]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ziglang") is None,
+                    reason="the ziglang package is not installed (pip install -e '.[c]'), so "
+                           "the build with Zig's compiler, the fallback where no cc exists, is "
+                           "not tried here")
+def test_ziglang_builds_a_graph_and_its_program(mlp, tmp_path, monkeypatch) -> None:
+    """With no cc on PATH, ``python -m ziglang cc`` builds the MLP's library and program, which
+    compute numpy's values. (Zig's first build on a machine also builds its C runtime into its
+    own cache, about half a minute of CPU.)"""
+    fn, _, X, layers = mlp
+    monkeypatch.setattr(toolchain.shutil, "which", lambda name: None)
+    assert toolchain.find_compiler()[1:] == ["-m", "ziglang", "cc"]
+    compiled = mg.compile_c(fn, X[:2], folder=tmp_path / "zig", tile=16)
+    h = X
+    for i, (w, b) in enumerate(layers):
+        h = h @ w.numpy() + b.numpy()
+        h = relu(h) if i < len(layers) - 1 else h
+    np.testing.assert_allclose(compiled(X), h, rtol=1e-5, atol=1e-5)
+    inputs, outputs = tmp_path / "in.bin", tmp_path / "out.bin"
+    compiled.write_inputs(inputs, X)
+    result = subprocess.run([str(compiled.executable), str(inputs), str(outputs)], env={},
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    np.testing.assert_allclose(compiled.read_outputs(outputs, len(X)), h, rtol=1e-5, atol=1e-5)
 
 
 # --- hostile graphs -----------------------------------------------------------------------------
