@@ -19,14 +19,17 @@ message reach the learner only when the instructor publishes the grades. The top
 Gradescope adds up the tests, and keeps the total from learners while a test is unpublished.
 
 The learner's kernel runs in the sandbox (bubblewrap). Where bubblewrap cannot start (it needs
-user namespaces, which a Docker container may not have), ``run_autograder`` refuses: it writes
-a results.json that says why, scores nothing, and exits 1, unless the bundle was built with
+user namespaces, which a Docker container may not have), ``run_autograder`` refuses: it writes a
+results.json that says why, scores nothing, and exits 1, unless the bundle was built with
 ``--allow-unsandboxed``; then it grades, and every test's output and the top-level output say
-that the submission ran unsandboxed (its code ran as the grader's user: it can read the checks
-and the key). Either way the grader runs from a path a submission cannot plant modules in:
-``python -I`` (no current folder, no ``PYTHONPATH``, no user site) started in a fresh empty
-folder, every module it uses later imported before any submission runs, and the kernel in a
-scratch folder of its own (``kernel.py``), not in ``/autograder/submission``.
+that the submission ran unsandboxed (its code ran as the grader's user). The grader then reads
+the checks and the answer key into memory and deletes them from the container (``_withhold``)
+before any submission runs, so that the submission cannot read them (Gradescope grades each
+submission in a new container; a second run in the same one refuses). Either way the grader runs
+from a path a submission cannot plant modules in: ``python -I`` (no current folder, no
+``PYTHONPATH``, no user site) started in a fresh empty folder, every module it uses later
+imported before any submission runs, and the kernel in a scratch folder of its own
+(``kernel.py``), not in ``/autograder/submission``.
 
 **Seeds.** Every check draws its inputs from a grading run's seed (``probe.run_rng``), and the
 bundle cannot build an answer key (it holds no solutions). So the bundle is built with
@@ -49,6 +52,7 @@ import json
 import os
 import pkgutil
 import secrets
+import shutil
 import sys
 import time
 import zipfile
@@ -291,6 +295,10 @@ def run(autograder: Path) -> dict:
     out = autograder / "results"
     out.mkdir(parents=True, exist_ok=True)
     settings = json.loads((source / SETTINGS).read_text(encoding="utf-8"))
+    if settings.get("withheld"):
+        return _refuse(out, t0, f"{REFUSED}: this container already graded a submission without "
+                       "the sandbox and deleted the checks and answer key then. Gradescope "
+                       "grades each submission in a new container: regrade it there.")
     sandbox = bwrap.bwrap_path() is not None
     note = ""
     if not sandbox:
@@ -318,6 +326,12 @@ def run(autograder: Path) -> dict:
                 stored.read_text(encoding="utf-8"))
     notebooks = sorted(p for p in submission.rglob("*.ipynb")
                        if ".ipynb_checkpoints" not in p.parts) if submission.is_dir() else []
+    canonicals = {path: _canonical(path, checks) for path in notebooks}
+    lessons = ", ".join(p.name for p in sorted(checks.glob("*.ipynb")))
+    if not sandbox and not _withhold(source, checks, settings):
+        return _refuse(out, t0, f"{REFUSED}: without the sandbox the grader must delete the "
+                       f"checks and answer key from {source} before a submission runs, and "
+                       "could not.")
     classroom.KERNEL_ENV.update(classroom.kernel_environment(None, "cpu"))  # one learner: all cores
     reports = []
     for path in notebooks:
@@ -325,13 +339,53 @@ def run(autograder: Path) -> dict:
             [grade.GRADER, checks, answer_key.folder(checks)], watched=[grade.GRADER.parent])
         report = grade.grade_notebook(path, checks, learner="you", sandbox=sandbox,
                                       hidden=[submission, out], guard=guard, links=False,
+                                      canonical=canonicals[path],
                                       seed=seed)
         report.path = str(path.relative_to(submission))
         reports.append(report)
-    lessons = ", ".join(p.name for p in sorted(checks.glob("*.ipynb")))
     missing = "" if notebooks else f"No notebook was handed in: upload {lessons}."
     data = results(reports, time.monotonic() - t0, missing, note)
     data["extra_data"] = {"seed": seed}  # for the instructor: the inputs' seed
+    _write(out, data)
+    return data
+
+
+def _canonical(path: Path, checks: Path) -> Path | None:
+    """The checks notebook ``path`` is graded against, found while ``checks`` is on disk."""
+    from course_utils.grading import grade
+
+    try:
+        nb = grade._read_notebook(path, False)
+    except ValueError:
+        nb = None
+    try:
+        return grade._find_canonical(path, nb, checks)
+    except Exception:  # grade_notebook reports it
+        return None
+
+
+def _withhold(source: Path, checks: Path, settings: dict) -> bool:
+    """Without the sandbox the submission's code runs as the grader's user and can read any
+    file the grader can: once the grader holds the checks and their answer key in memory,
+    delete them and the seeds (``bundle.json``) from the container, and keep processes of the
+    same user out of the grader's memory (``/proc/<pid>/mem``: non-dumpable; root with
+    ``CAP_SYS_PTRACE``, which Docker does not grant, is not kept out). False if they are still
+    there."""
+    from course_utils.grading import grade
+    from course_utils.grading import key as answer_key
+
+    folders = [checks, answer_key.folder(checks)]
+    for folder in folders:
+        shutil.rmtree(folder, ignore_errors=True)
+    kept = {k: v for k, v in settings.items() if k != "seeds"}
+    (source / SETTINGS).write_text(json.dumps({**kept, "withheld": True}, indent=1) + "\n")
+    grade._harden()
+    return not any(folder.exists() for folder in folders)
+
+
+def _refuse(out: Path, t0: float, text: str) -> dict:
+    data = {"score": 0, "execution_time": round(time.monotonic() - t0, 1), "output": text,
+            "visibility": "visible", "stdout_visibility": "visible", "tests": []}
     _write(out, data)
     return data
 
