@@ -198,3 +198,17 @@ def test_a_known_generated_shortcut_above_half_is_printed_but_not_counted_wrong(
     assert "generated-lookup 3/4 ABOVE HALF, known (d)" in text
     assert "generated-mechanism-dummy 3/4 ABOVE HALF (d)" in text
     assert "generated-lookup 1/4 (known entry no longer needed) (d)" in text
+
+
+def test_the_lookup_is_recorded_with_the_learners_seed_and_graded_with_the_audits(tmp_path):
+    """Checks that draw their inputs with run_rng (grader-drawn seeds): the lookup copies what a
+    learner's Jupyter shows (DEFAULT_SEED), the audit grades with AUDIT_SEED, so even the
+    visible check meets other inputs and the lookup scores 0."""
+    from tests.test_grading_seeds import tiny_course
+
+    tiny_course(tmp_path)
+    results = audit.audit_notebook("98_seeds", root=tmp_path, timeout=20)
+    lookup = [r for r in results if r.variant.name == "generated-lookup"]
+    assert [(r.points, r.ok) for r in lookup] == [(0, True)], audit.format_results(results)
+    assert "triple (1 argument lists of 1 calls)" in lookup[0].variant.description
+    assert all(r.ok for r in results), audit.format_results(results)
