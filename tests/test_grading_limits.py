@@ -80,8 +80,11 @@ def kernel_script(limits: str, cells: list[str], sandboxed: bool = True) -> str:
         with Kernel(sandbox={sandboxed}, limits=Limits({limits})) as k:
             for cell in {cells!r}:
                 r = k.execute(cell, timeout)
+                log = (k.folder / "kernel.log").read_bytes()
                 out.append({{"status": r.status, "stdout": r.stdout, "error": r.evalue,
-                             "lost": r.why_lost, "host_bytes": disk_used(str(k.folder))}})
+                             "lost": r.why_lost, "host_bytes": disk_used(str(k.folder)),
+                             "log_bytes": len(log), "log_start": log[:200].decode("latin-1"),
+                             "log_end": log[-200:].decode("latin-1")}})
         print(json.dumps(out))
         """)
 
@@ -134,6 +137,35 @@ def test_a_file_past_the_disk_limit_fails_there_and_never_reaches_the_graders_di
     assert reply["status"] == "ok", reply
     assert reply["stdout"].split("\n")[:2] == ["stopped: No space left on device", "1"], reply
     assert reply["host_bytes"] < 4 * MiB, reply
+
+
+@pytest.mark.parametrize("sandboxed", [True, False])
+def test_what_the_kernel_prints_outside_jupyter_cannot_fill_the_graders_disk(sandboxed,
+                                                                            tmp_path):
+    """The kernel and a process it starts write 48 MiB to their stdout and stderr at the level
+    of the operating system (ipykernel copies what reaches its descriptors 1 and 2 into the
+    log, and a subprocess given ``sys.stdout`` writes there directly; the cell's output in
+    Jupyter's messages is cut at 1 MB): before, all of it went to the kernel's log on the
+    grader's disk (up to 1 GiB per file, ``RLIMIT_FSIZE``, before the disk watch looked); now
+    the log holds at most 1 MiB, a note of what it dropped, and the end of what was written."""
+    if sandboxed and not SANDBOX:
+        pytest.skip("bubblewrap (bwrap) cannot start a sandbox here")
+    cell = textwrap.dedent("""
+        import os, subprocess, sys, time
+        for fd in (1, 2) * 8:
+            os.write(fd, b"x" * (2 * 2**20) + b"\\n")
+        loud = "import os\\nfor _ in range(16): os.write(1, b'y' * 2**20)"
+        subprocess.run([sys.executable, "-c", loud], stdout=sys.stdout, check=True)
+        os.write(sys.stderr.fileno(), b"the last line\\n")
+        time.sleep(1)
+        """)
+    wrote, after = as_normal_user(kernel_script("memory_bytes=GiB", [cell, "print('alive')"],
+                                                sandboxed), tmp_path)
+    assert wrote["status"] == "ok" and after["stdout"] == "alive\n", (wrote, after)
+    assert after["log_bytes"] <= MiB, after["log_bytes"]
+    assert after["host_bytes"] < 2 * MiB, after["host_bytes"]
+    assert after["log_start"].startswith("[course-grade: ") and "dropped" in after["log_start"]
+    assert after["log_end"].endswith("the last line\n"), after["log_end"][-60:]
 
 
 BUSY = textwrap.dedent("""

@@ -11,8 +11,9 @@ environment, limits); the supervisor then
 2. makes itself non-dumpable (``PR_SET_DUMPABLE`` 0), so that a process of the same user cannot
    open ``/proc/<supervisor>/fd/1`` and write fake status lines to the grader;
 3. starts the kernel in a new session, with resource limits (CPU seconds, open files, file size,
-   no core files, a process count), stdin from ``/dev/null`` and stdout/stderr to a log file (the
-   kernel never holds a pipe of the grader's), and with every other descriptor closed;
+   no core files, a process count), stdin from ``/dev/null`` and stdout/stderr to a pipe of its
+   own that the supervisor drains into a log file of at most ``LOG_BYTES`` (``Log``; the kernel
+   never holds a pipe of the grader's), and with every other descriptor closed;
 4. watches the memory of the whole tree (resident set size, summed, plus the memory-backed
    files it holds open: memfd, ``/dev/shm``, plus what the sandbox's tmpfs holds: its ``/tmp``,
    working folder and sockets) and the disk used by the kernel's folder on the grader's side
@@ -64,6 +65,11 @@ PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 POLL_S = 0.1
+#: The most the kernel's log (what it and its processes write to stdout and stderr outside
+#: Jupyter's messages) holds on the grader's disk; past it the log keeps a note and its last
+#: ``LOG_TAIL`` bytes (the grader reads only the end, when a kernel dies).
+LOG_BYTES = 2**20
+LOG_TAIL = 2**16
 
 
 def _prctl(option: int, value: int) -> bool:
@@ -217,6 +223,59 @@ def cgroup_peak(folders: list[str]) -> int:
             except (OSError, ValueError, IndexError):
                 continue
     return 0
+
+
+class Log:
+    """The kernel's stdout and stderr: a pipe the supervisor drains into the log file, which
+    never holds more than ``limit`` bytes. Written to directly, the file grew as fast as the
+    kernel printed from C or from a process it started, up to ``RLIMIT_FSIZE`` (1 GiB) before
+    the once-a-second disk watch looked: a kernel could fill the disk the grader writes to."""
+
+    def __init__(self, path: str, limit: int = LOG_BYTES, tail: int = LOG_TAIL) -> None:
+        self.file = open(path, "w+b", buffering=0)  # noqa: SIM115 (open while the kernel runs)
+        self.limit, self.tail, self.size, self.dropped = limit, tail, 0, 0
+        self.read_fd, self.write_fd = os.pipe()  # the kernel's end is closed here once started
+        os.set_blocking(self.read_fd, False)
+        self.open = True
+
+    def drain(self, most: int = 2**22) -> None:
+        """Move what the pipe holds (at most ``most`` bytes at a time) into the file."""
+        got = 0
+        while self.open and got < most:
+            try:
+                chunk = os.read(self.read_fd, 2**16)
+            except BlockingIOError:
+                return
+            except OSError:
+                chunk = b""
+            if not chunk:  # every writer is gone
+                self.open = False
+                os.close(self.read_fd)
+                return
+            got += len(chunk)
+            self._append(chunk)
+
+    def _append(self, chunk: bytes) -> None:
+        if self.size + len(chunk) <= self.limit:
+            self.file.write(chunk)
+            self.size += len(chunk)
+            return
+        self.file.seek(max(0, self.size - self.tail))
+        kept = (self.file.read() + chunk)[-self.tail:]
+        self.dropped += self.size + len(chunk) - len(kept)
+        note = (f"[course-grade: {self.dropped} bytes of the kernel's output dropped here; its "
+                f"log keeps at most {self.limit} bytes]\n").encode()
+        self.file.seek(0)
+        self.file.truncate()
+        self.file.write(note + kept)
+        self.size = len(note) + len(kept)
+
+    def close(self) -> None:
+        self.drain(most=self.limit)
+        if self.open:
+            os.close(self.read_fd)
+            self.open = False
+        self.file.close()
 
 
 def _limits(config: dict, cgroups: list[str]) -> Callable[[], None]:
@@ -521,7 +580,7 @@ def main() -> int:
     if os.getppid() == 1:  # the grader died before we set PDEATHSIG
         return 0
     config = json.loads(sys.stdin.readline())
-    log = open(config["log"], "ab", buffering=0)  # noqa: SIM115 (kept open for the child)
+    log = Log(config["log"])
     memory, disk = config.get("memory_bytes"), config.get("disk_bytes")
     cpus, sandbox_tmp = config.get("cpus"), config.get("sandbox_tmp")
     cgroups = make_cgroups(f"course-grade-{os.getpid()}", config.get("processes"), memory,
@@ -540,12 +599,12 @@ def main() -> int:
     try:
         child = subprocess.Popen(
             command, cwd=config["cwd"], env=config["env"], stdin=subprocess.DEVNULL,
-            stdout=log, stderr=log, close_fds=True, pass_fds=keep,
+            stdout=log.write_fd, stderr=log.write_fd, close_fds=True, pass_fds=keep,
             preexec_fn=_limits(config, cgroups))
     except OSError as e:
         say(f"failed {type(e).__name__}: {e}")
         return 1
-    for fd in keep:
+    for fd in [*keep, log.write_fd]:
         os.close(fd)
     say(f"started {child.pid} subreaper={int(subreaper)}")
     root = sandbox_root(child.pid) if sandbox_tmp else None
@@ -555,12 +614,20 @@ def main() -> int:
         say(f"cgroup {folder}")
     next_memory_check = next_disk_check = 0.0
     code, seen_cpu, watch_cpu = None, 0.0, bool(config.get("limits", {}).get("cpu"))
+    next_watch = 0.0
     while not stop["now"]:
-        ready, _, _ = select.select([sys.stdin], [], [], POLL_S)
-        if ready and not sys.stdin.readline():  # EOF: the grader is done with this kernel
+        ready, _, _ = select.select([sys.stdin, log.read_fd] if log.open else [sys.stdin], [],
+                                    [], POLL_S)
+        if sys.stdin in ready and not sys.stdin.readline():  # EOF: the grader is done
             break
+        if log.open and log.read_fd in ready:
+            log.drain()
+            if sys.stdin not in ready and time.monotonic() < next_watch:
+                continue  # a kernel that prints fast does not make the watches below run often
+        next_watch = time.monotonic() + POLL_S
         code = child.poll()
         if code is not None:
+            log.drain()  # the grader reads the log's end once it hears the kernel died
             if memory and oom_kills(cgroups):  # the cgroup's limit killed it
                 say(f"memory {cgroup_peak(cgroups)}")
             elif _out_of_cpu(code, config, seen_cpu):
@@ -598,6 +665,7 @@ def main() -> int:
                 say(f"disk {used}")
                 break
     n = kill_tree()
+    log.close()
     for folder in cgroups:
         for _ in range(50):
             try:
