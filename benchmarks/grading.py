@@ -2,6 +2,7 @@
 
     python benchmarks/grading.py                      # lessons 00 (light) and 06 (heavy)
     python benchmarks/grading.py --copies 8 --rounds 3 --light 00_setup --heavy 09_tf_function
+    python benchmarks/grading.py --each --copies 2 --jobs 1   # every lesson, one by one
 
 Grades ``--copies`` submissions of a light lesson (numpy only) and of a heavy one (it imports
 TensorFlow), each submission the lesson's solutions notebook (every cell runs: the slowest a
@@ -12,7 +13,9 @@ time of everything the run started (kernels, supervisors, sandboxes; sampled fro
 tree) divided likewise. Then an estimate for a class: ``--students`` x ``--lessons``
 submissions on ``--cores`` cores with ``--jobs`` equal to the cores, from the CPU-seconds per
 submission (grading is CPU bound when every core has a kernel), as a range from all-light to
-all-heavy lessons.
+all-heavy lessons. ``--each`` grades every lesson's solutions notebook instead (00-15) and
+estimates a class from their sum: ``--students`` x every lesson, and x the lessons without
+00_setup (the course's 15 lessons), per ``--cores``.
 """
 
 from __future__ import annotations
@@ -105,11 +108,16 @@ def main() -> None:
     parser.add_argument("--students", type=int, default=200)
     parser.add_argument("--lessons", type=int, default=14)
     parser.add_argument("--cores", type=int, nargs="+", default=[4, 16, 64])
+    parser.add_argument("--each", action="store_true",
+                        help="grade every lesson in solutions/ (not --light and --heavy)")
     args = parser.parse_args()
     flags = sandbox_flags()
     cores_here = len(os.sched_getaffinity(0))
     print(f"course-grade {' '.join(flags)} on {cores_here} core(s), {args.copies} submissions "
-          f"per run, {args.rounds} round(s)")
+          f"per run, {args.rounds} round(s), load average {os.getloadavg()[0]:.1f} at the start")
+    if args.each:
+        each_lesson(args, flags)
+        return
     configs = [(lesson, jobs) for lesson in (args.light, args.heavy) for jobs in args.jobs]
     walls: dict = {c: [] for c in configs}
     cpus: dict = {c: [] for c in configs}
@@ -132,6 +140,39 @@ def main() -> None:
         print(f"  {cores:3d} cores: {_hours(n * light / cores)} (every lesson as light as "
               f"{args.light}) to {_hours(n * heavy / cores)} (every lesson as heavy as "
               f"{args.heavy})")
+
+
+def each_lesson(args: argparse.Namespace, flags: list[str]) -> None:
+    """Every lesson's CPU- and wall-seconds per submission, then a class's CPU time from them."""
+    lessons = sorted(p.stem for p in (ROOT / "solutions").glob("[0-9][0-9]_*.ipynb"))
+    configs = [(lesson, jobs) for lesson in lessons for jobs in args.jobs]
+    walls: dict = {c: [] for c in configs}
+    cpus: dict = {c: [] for c in configs}
+    for _ in range(args.rounds):
+        for lesson, jobs in configs:
+            wall, cpu = grade_class(lesson, args.copies, jobs, flags)
+            walls[(lesson, jobs)].append(wall / args.copies)
+            cpus[(lesson, jobs)].append(cpu / args.copies)
+            print(f"  {lesson} --jobs {jobs}: {wall / args.copies:.1f} wall-s, "
+                  f"{cpu / args.copies:.1f} CPU-s per submission", flush=True)
+    print("\n| lesson | --jobs | wall-s / submission | CPU-s / submission |")
+    print("|---|---|---|---|")
+    for lesson, jobs in configs:
+        print(f"| {lesson} | {jobs} | {statistics.median(walls[(lesson, jobs)]):.1f} | "
+              f"{statistics.median(cpus[(lesson, jobs)]):.1f} |")
+    per_lesson = {lesson: min(statistics.median(cpus[(lesson, j)]) for j in args.jobs)
+                  for lesson in lessons}
+    groups = [(f"all {len(lessons)} notebooks", lessons)]
+    if "00_setup" in per_lesson:
+        groups.append((f"the {len(lessons) - 1} lessons without 00_setup",
+                       [lesson for lesson in lessons if lesson != "00_setup"]))
+    for name, group in groups:
+        student = sum(per_lesson[lesson] for lesson in group)
+        total = args.students * student
+        print(f"\n{args.students} students x {name}: {student:.0f} CPU-s per student, "
+              f"{total / 3600:.1f} CPU-hours; with --jobs equal to the cores:")
+        for cores in args.cores:
+            print(f"  {cores:3d} cores: {_hours(total / cores)}")
 
 
 def _hours(seconds: float) -> str:
