@@ -42,8 +42,7 @@ GRAPHLIB = TOPO.format(
     "    return list(ts.static_order())")
 
 
-@pytest.mark.parametrize("name", ["00_setup", "01_computation_graphs", "02_static_graphs",
-                                  "07_pytorch_autograd"])
+@pytest.mark.parametrize("name", sorted(p.stem for p in (ROOT / "solutions").glob("*.ipynb")))
 def test_the_solutions_reach_nothing_forbidden(name):
     for exercise, found in static.judge(code_cells(canonical(name)),
                                         canonical(name).cells).items():
@@ -223,3 +222,36 @@ def test_a_check_copied_into_a_scratch_cell_is_not_a_route_to_the_grader():
         "import course_utils.grading.probe as p\n"))
     found = static.judge(code_cells(nb), canonical("00_setup").cells)
     assert found["00.2"].machinery and not found["00.1"].machinery
+
+
+def test_a_forbid_tuple_named_in_a_set_up_cell_is_a_route():
+    """02.1's checks call ``forbid(*RUNNERS)``, a tuple the notebook's set-up cell defines: a copy
+    of ``engine.evaluate`` made through its code object (a new function, so the kernel's forbid
+    misses it) still reaches evaluate, a route of 02.1 (the attack review scored it 6/6)."""
+    found = judged("02_static_graphs", "02.1",
+                   "import types\nfrom course_utils import engine\n"
+                   "ev = engine.evaluate\n"
+                   "_ev = types.FunctionType(ev.__code__, ev.__globals__)\n"
+                   "def run(outputs, feed):\n    return _ev(outputs, feed)\n")
+    assert {route for _, route in found.forbidden} == {"course_utils.engine.evaluate"}, found
+
+
+def test_an_earlier_exercises_example_run_is_not_held_against_an_answer_using_its_function():
+    """02.5's answer calls 02.2's ``gradients``; the lines after 02.2's function (an example run
+    through ``engine.evaluate``, a route of 02.5) are 02.2's, not 02.5's. A statement that
+    changes what the function uses in place still counts."""
+    assert not judged("02_static_graphs", "02.5").forbidden
+    nb = _with("02_static_graphs", "02.2", "from course_utils import engine\nVJP_TABLE = {}\n"
+               "def gradients(y, xs):\n    return VJP_TABLE['f'](y, xs)\n"
+               "VJP_TABLE.update(f=engine.gradients)\nprint(engine.evaluate([], {}))\n")
+    found = static.judge(code_cells(nb), canonical("02_static_graphs").cells)["02.5"]
+    assert {route for _, route in found.forbidden} == {"course_utils.engine.gradients"}, found
+
+
+def test_the_complex_step_is_a_route_of_reverse_mode_by_hand():
+    """04.2: gradients by replaying the tape's records on x + ih (attack review: 6/6)."""
+    answer = ("def tape_gradient(tape, target, sources):\n"
+              "    return [np.imag(replay(tape, s, 1e-30j)) / 1e-30 for s in sources]\n")
+    found = judged("04_dynamic_graphs", "04.2", answer)
+    assert {route for _, route in found.forbidden} == {static.routes.COMPLEX_LITERAL}, found
+    assert not judged("04_dynamic_graphs", "04.2").forbidden

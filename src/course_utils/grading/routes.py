@@ -54,13 +54,25 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "01.2": (*AUTODIFF, *COMPLEX),
     "01.3": AUTODIFF,
     "01.4": (*AUTODIFF, *FORWARD, *COMPLEX),
-    "02.4": ("course_utils.minigraph.gradients", "course_utils.minigraph.autodiff"),
+    # Reverse mode and derivative rules written by hand: the complex step would give the
+    # derivatives to rounding with no rule written (04.2 replayed a tape's records on x + ih).
+    "02.2": COMPLEX,
+    "02.4": ("course_utils.minigraph.gradients", "course_utils.minigraph.autodiff", *COMPLEX),
+    "02.5": COMPLEX,
+    "04.2": COMPLEX,
     # 07.1's answer subclasses torch.autograd.Function: the autograd that would do its
     # backward for it is what is forbidden.
     "07.1": (".grad_fn", "torch.autograd.grad", "torch.autograd.backward",
              "torch.autograd.functional", "torch.autograd.forward_ad", "torch.func",
              "torch.Tensor.backward", "torch.nn.SiLU", "torch.nn.functional.silu",
              "torch.ops.aten.silu*"),
+    # 11.1 builds the MLP with minigraph: minigraph's ONNX importer would build it from a file
+    # written with onnx.helper or torch.onnx.
+    "11.1": ("course_utils.minigraph.onnx",),
+    # 11.4 and 11.5 work out the scale, zero point and integers in numpy: ONNX Runtime's
+    # quantization tools would do all three.
+    "11.4": ("onnxruntime.quantization",),
+    "11.5": ("onnxruntime.quantization",),
     # 15.1 writes the C of a fused loop: the course's compiler (its op -> C table, emit_loop)
     # would write it for the answer.
     "15.1": ("course_utils.minigraph.compile_c",),

@@ -94,6 +94,11 @@ class Analysis:
     defines: set[str] = field(default_factory=set)
     loads: set[str] = field(default_factory=set)
     problem: str = ""  # the source could not be read (nested too deeply)
+    #: Names whose object a top-level statement changes in place (``IMPL["add"] = f``,
+    #: ``table.update(...)``, ``obj.attr = v``): that statement matters to whoever uses them.
+    mutates: set[str] = field(default_factory=set)
+    #: One analysis per top-level statement, in order (empty for a statement's own analysis).
+    parts: list[Analysis] = field(default_factory=list)
 
 
 class _Reader(ast.NodeVisitor):
@@ -357,6 +362,38 @@ def _python(source: str) -> str:
     return _transform(source)
 
 
+def _base(node: ast.AST) -> str | None:
+    """The name at the root of ``a.b[c].d`` (None if it is not a name)."""
+    while isinstance(node, ast.Attribute | ast.Subscript):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _mutated(stmt: ast.stmt) -> set[str]:
+    """The names whose object a top-level statement changes in place: item or attribute
+    assignments and deletions (``IMPL["add"] = f``, ``del t[k]``), augmented assignments to
+    them, and method calls on them (``table.update(...)``), also inside a top-level ``for``,
+    ``if``, ``with`` or ``try``."""
+    if isinstance(stmt, ast.For | ast.AsyncFor | ast.While | ast.If | ast.With | ast.AsyncWith
+                  | ast.Try | ast.TryStar):
+        inner = [*stmt.body, *getattr(stmt, "orelse", []), *getattr(stmt, "finalbody", []),
+                 *(s for h in getattr(stmt, "handlers", []) for s in h.body)]
+        return set().union(*(_mutated(s) for s in inner)) if inner else set()
+    targets: list[ast.AST] = []
+    if isinstance(stmt, ast.Assign):
+        targets = [t for target in stmt.targets for t in ast.walk(target)]
+    elif isinstance(stmt, ast.AugAssign | ast.AnnAssign):
+        targets = [stmt.target]
+    elif isinstance(stmt, ast.Delete):
+        targets = list(stmt.targets)
+    out = {_base(t) for t in targets if isinstance(t, ast.Attribute | ast.Subscript)}
+    call = stmt.value if isinstance(stmt, ast.Expr) else None
+    if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute):
+        out.add(_base(call.func.value))  # table.update(...), not print(engine.evaluate(...))
+    out.discard(None)
+    return out  # type: ignore[return-value]
+
+
 def analyse(source: str, env: dict[str, str | None] | None = None, cell: int = 0
             ) -> Analysis:
     """What one cell reaches and hides; ``env`` (names bound by earlier cells) is updated with
@@ -365,7 +402,15 @@ def analyse(source: str, env: dict[str, str | None] | None = None, cell: int = 0
     env = {} if env is None else env
     try:
         tree = ast.parse(_python(source))
-        _Reader(env, cell, out).visit(tree)
+        for stmt in tree.body:
+            part = Analysis(mutates=_mutated(stmt))
+            _Reader(env, cell, part).visit(stmt)
+            out.parts.append(part)
+            out.reached += part.reached
+            out.hiding += part.hiding
+            out.defines |= part.defines
+            out.loads |= part.loads
+            out.mutates |= part.mutates
     except SyntaxError:
         pass
     except (RecursionError, MemoryError):
@@ -384,22 +429,38 @@ def matches(name: str, route: str) -> bool:
     return name == route or name.startswith(route + ".") or fnmatch.fnmatchcase(name, route)
 
 
-def forbid_literals(checks: Iterable[str]) -> set[str]:
+def _tuples(tree: ast.Module, named: dict[str, set[str]]) -> None:
+    """Add the tuples (or lists) of string literals ``tree`` assigns to a name at its top level
+    to ``named`` (name -> the strings; a name assigned twice keeps both)."""
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Tuple | ast.List):
+            for target in stmt.targets:
+                if isinstance(target, ast.Name):
+                    named.setdefault(target.id, set()).update(
+                        t for t in map(_string, stmt.value.elts) if t)
+
+
+def forbid_literals(checks: Iterable[str], setup: Iterable[str] = ()) -> set[str]:
     """The string literals in the ``forbid(...)`` calls of some check cells' source, and the
     routes they pass by name: from ``routes`` (``forbid(*ORDERING)``) or a tuple of literals
-    the check itself assigns (``forbid(*NO_LIBRARY)``)."""
+    the check itself or one of the course's ``setup`` cells assigns (``forbid(*NO_LIBRARY)``,
+    ``forbid(*RUNNERS)``)."""
     found: set[str] = set()
+    trees = []
     for source in checks:
         try:
-            tree = ast.parse(_python(source))
+            trees.append(ast.parse(_python(source)))
         except (SyntaxError, RecursionError, MemoryError):
             continue
-        named = {}  # NO_LIBRARY = ("torch.nn.functional.silu", ...) in the check itself
-        for stmt in tree.body:
-            if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Tuple | ast.List):
-                for target in stmt.targets:
-                    if isinstance(target, ast.Name):
-                        named[target.id] = {t for t in map(_string, stmt.value.elts) if t}
+    named: dict[str, set[str]] = {}  # NO_LIBRARY = ("torch.nn.functional.silu", ...)
+    for source in setup:
+        try:
+            _tuples(ast.parse(_python(source)), named)
+        except (SyntaxError, RecursionError, MemoryError):
+            continue
+    for tree in trees:
+        _tuples(tree, named)
+    for tree in trees:
         for node in ast.walk(tree):
             if not (isinstance(node, ast.Call) and getattr(node.func, "id", getattr(
                     node.func, "attr", None)) == "forbid"):
@@ -429,9 +490,11 @@ def _package_answers() -> dict[str, tuple[str, ...]]:
         return {}
 
 
-def forbidden_routes(exercise: str, checks: Iterable[str]) -> set[str]:
-    """Every route an answer to ``exercise`` must not reach (its checks' sources given)."""
-    return (set(routes.FORBIDDEN.get(exercise, ())) | forbid_literals(checks)
+def forbidden_routes(exercise: str, checks: Iterable[str], setup: Iterable[str] = ()
+                     ) -> set[str]:
+    """Every route an answer to ``exercise`` must not reach (its checks' sources given, and the
+    course's set-up cells, where a check's ``forbid(*RUNNERS)`` may find its tuple)."""
+    return (set(routes.FORBIDDEN.get(exercise, ())) | forbid_literals(checks, setup)
             | set(_package_answers().get(exercise, ())))
 
 
@@ -463,6 +526,8 @@ def judge(cells: Sequence[Mapping[str, Any]], canonical: Sequence[Mapping[str, A
     checks = {ex: [str(c.get("source", "")) for c in canonical
                    if c.get("cell_type") == "code" and is_check(c) and exercise_id(c) == ex]
               for ex in exercises}
+    setup = [str(c.get("source", "")) for c in canonical if c.get("cell_type") == "code"
+             and not is_check(c) and not is_solution(c)]
     env: dict[str, str | None] = {}
     learner: list[tuple[int, str | None, Analysis]] = []  # (cell, exercise or None, analysis)
     current: str | None = None
@@ -489,7 +554,7 @@ def judge(cells: Sequence[Mapping[str, Any]], canonical: Sequence[Mapping[str, A
     out = {}
     for ex in exercises:
         result = Judgement(ex)
-        routes_ = forbidden_routes(ex, checks[ex])
+        routes_ = forbidden_routes(ex, checks[ex], setup)
         # Code that reaches the grader's machinery changes every check that runs after it.
         result.machinery += [f for i, _, found in learner if i < first_check.get(ex, len(code))
                              for f in found.reached if any(matches(f.what, m) for m in MACHINERY)]
@@ -522,18 +587,30 @@ def _answer_cells(exercise: str, learner: list[tuple[int, str | None, Analysis]]
     own = [k for k, (_, ex, _) in enumerate(learner) if ex == exercise]
     if not own:
         return []
-    chosen, loads = set(own), set()
+    loads: set[str] = set()
     for k in own:
         loads |= learner[k][2].loads
+    # In an earlier cell, only the statements that define (or change in place) a name the
+    # answer uses count: the example runs after another exercise's function (02.2's
+    # `evaluate([dp, dq], ...)`) are that exercise's, not this one's.
+    earlier = [(k, j, part) for k, (_, _, found) in enumerate(learner) if k < max(own)
+               and k not in own for j, part in enumerate(found.parts or [found])]
+    whole = {k for k, (_, _, found) in enumerate(learner) if found.problem and k < max(own)}
+    chosen: set[tuple[int, int]] = set()
     changed = True
     while changed:
         changed = False
-        for k, (_, _, found) in enumerate(learner):
-            if k not in chosen and k < max(own) and found.defines & loads:
-                chosen.add(k)
-                loads |= found.loads
+        for k, j, part in earlier:
+            if (k, j) not in chosen and (part.defines | part.mutates) & loads:
+                chosen.add((k, j))
+                loads |= part.loads
                 changed = True
-    return [learner[k][2] for k in sorted(chosen)]
+    parts = {k: [part for kk, j, part in earlier if kk == k and (kk, j) in chosen]
+             for k in {k for k, _ in chosen}}
+    out = []
+    for k in sorted(set(own) | set(parts) | whole):
+        out += [learner[k][2]] if k in own or k in whole else parts[k]
+    return out
 
 
 # -- scoring ----------------------------------------------------------------------------------
