@@ -257,3 +257,33 @@ def test_complex_use_sees_the_complex_step_and_not_a_derivative():
         table["tanh"]([t], None, x)
         raise ZeroDivisionError
     assert "astype" in use.ops and table == {"tanh": by_astype}
+
+
+def test_jaxpr_primitives_counts_inside_jit_scan_and_custom_rules():
+    """Lesson 13's checks count a program's loops, callbacks and size with the grader's own
+    counter: equations inside jit, scan and a custom_vjp rule count too, and a Python loop grows
+    the count with its length where a scan does not."""
+    jax = pytest.importorskip("jax")
+    from jax import lax
+
+    from course_utils.grading.checks import jaxpr_primitives
+
+    jnp = jax.numpy
+
+    @jax.custom_vjp
+    def rule(x):
+        return jnp.sin(x)
+
+    rule.defvjp(lambda x: (jnp.sin(x), x), lambda x, g: (g * jnp.cos(x),))
+
+    def scanned(xs):
+        return lax.scan(lambda c, x: (c + rule(x), c), 0.0, xs)[0]
+
+    counts = jaxpr_primitives(jax.make_jaxpr(jax.jit(scanned))(jnp.ones(3)))
+    assert counts["scan"] == 1 and counts["sin"] == 1 and counts["add"] >= 1
+    assert any(name.startswith("custom_vjp") for name in counts)
+    sizes = [sum(jaxpr_primitives(jax.make_jaxpr(scanned)(jnp.ones(n))).values()) for n in (2, 9)]
+    assert sizes[0] == sizes[1]
+    unrolled = [sum(jaxpr_primitives(jax.make_jaxpr(lambda xs: sum(jnp.sin(x) for x in xs))(
+        jnp.ones(n))).values()) for n in (2, 9)]
+    assert unrolled[0] < unrolled[1]

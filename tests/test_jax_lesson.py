@@ -62,6 +62,11 @@ def test_what_the_exercise_checks_read_from_jax_is_there():
     assert f._cache_size() == 2
     f.clear_cache()
     assert f._cache_size() == 0
+    # 13.2 asks that fast_update be what jax.jit returns: every jit shares one type (any
+    # arguments), and it cannot be subclassed, so no Python object poses as one.
+    assert type(f) is type(jax.jit(abs)) is type(jax.jit(lambda x: x, donate_argnums=0))
+    with pytest.raises(TypeError):
+        type("Posing", (type(f),), {})
 
     def names(closed):
         found = set()

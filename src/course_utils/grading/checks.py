@@ -35,6 +35,7 @@ at ``x + i h t`` (the complex step) rather than pushing the tangent through the 
 from __future__ import annotations
 
 import ast
+import collections
 import contextlib
 import functools
 import hashlib
@@ -45,7 +46,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 __all__ = ["AtenOps", "ForbiddenCall", "check_predictions", "digest", "forbid",
-           "literal_assignments"]
+           "jaxpr_primitives", "literal_assignments"]
 
 
 class ForbiddenCall(AssertionError):
@@ -242,6 +243,22 @@ class AtenOps:
     def __exit__(self, *exc: Any) -> Any:
         mode, self._mode = self._mode, None
         return mode.__exit__(*exc)
+
+
+def jaxpr_primitives(jaxpr: Any) -> collections.Counter:
+    """How often each primitive occurs in a JAX ``(Closed)Jaxpr``, the jaxprs inside its
+    equations (jit, scan, while, cond, custom rules) included. Lesson 13's checks count loops,
+    callbacks and a program's size with it from here, where no notebook cell can rebind it (a
+    set-up cell's own counter can be replaced by an answer cell)."""
+    from jax.extend.core import jaxprs_in_params
+
+    counts: collections.Counter = collections.Counter()
+    pending = [getattr(jaxpr, "jaxpr", jaxpr)]
+    while pending:
+        for eqn in pending.pop().eqns:
+            counts[eqn.primitive.name] += 1
+            pending.extend(getattr(sub, "jaxpr", sub) for sub in jaxprs_in_params(eqn.params))
+    return counts
 
 
 class ComplexUse:
