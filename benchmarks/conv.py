@@ -59,7 +59,7 @@ def conv_layer(repeats: int) -> None:
     print("1. conv2d forward + backward, 64 x 1 x 8 x 8 images, 8 filters 3x3, padding 1:\n")
     print(result)
     ratio = result.ratios["minigraph eager"]
-    print(f"\nminigraph conv2d {ratio.median:.2f}x PyTorch CPU (95% interval of the median "
+    print(f"\nminigraph conv2d {ratio.estimate:.2f}x PyTorch CPU (95% interval "
           f"{ratio.low:.2f}-{ratio.high:.2f}); target within {TARGET}x: "
           f"{bench.against_target(ratio, TARGET)}\n")
 

@@ -68,7 +68,7 @@ def main() -> None:
     print("\nper op (forward + backward): "
           + ", ".join(f"{n} {bench.format_time(s)}" for n, s in per_op.items()))
     ratio = result.ratios["minigraph eager"]
-    print(f"minigraph eager {ratio.median:.2f}x PyTorch eager (95% interval of the median "
+    print(f"minigraph eager {ratio.estimate:.2f}x PyTorch eager (95% interval "
           f"{ratio.low:.2f}-{ratio.high:.2f}); target <= {TARGET}x: "
           f"{bench.against_target(ratio, TARGET)}")
 

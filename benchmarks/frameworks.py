@@ -691,7 +691,7 @@ def report_size(w: Workload, size: int, res: SizeResult) -> list[str]:
         verdicts = c.verdicts()
         for name, timing in c.timings.items():
             v = verdicts.get(name)
-            ratio = (f"{v.ratio.median:.3g}× [{v.ratio.low:.3g}, {v.ratio.high:.3g}]"
+            ratio = (f"{v.ratio.estimate:.3g}× [{v.ratio.low:.3g}, {v.ratio.high:.3g}]"
                      if v else "")
             firsts = res.first_calls.get(name)
             first = bench.format_time(firsts.median) if firsts else ""

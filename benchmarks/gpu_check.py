@@ -248,7 +248,7 @@ def section_modes(report: Report, device: torch.device, backend: str, quick: boo
             for name, t in c.timings.items():
                 v = None if name == "eager" else c.verdict(name)
                 verdict = "(baseline)" if v is None else (
-                    f"{v.outcome_text}: {v.ratio.median:.3g}× [{v.ratio.low:.3g}, "
+                    f"{v.outcome_text}: {v.ratio.estimate:.3g}× [{v.ratio.low:.3g}, "
                     f"{v.ratio.high:.3g}]")
                 rows[name] = [name, bench.format_time(t.median, t.iqr / 2),
                               bench.format_time(firsts[name]), verdict,

@@ -931,3 +931,26 @@ def test_ratio_of_medians_covers_the_true_ratio():
     fast = bench.ratio_of_medians(bench.Timing("a", [1.0] * 12, 1),
                                   bench.Timing("b", [3.0] * 12, 1))
     assert bench.decide(fast) == "faster"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(min_value=-3.0, max_value=3.0), min_size=4, max_size=60))
+def test_the_ratio_shown_lies_in_the_interval_shown(logs):
+    """The figure printed next to an interval is the interval's own centre (the geometric mean
+    of its batch means), never a statistic it need not contain: a skewed run printed
+    ``0.0139× [0.00718, 0.0133]``, a median per-round ratio beside a batch-means interval."""
+    ratio = bench.Ratio.of(np.exp(logs))
+    assert ratio.low <= ratio.estimate <= ratio.high
+    shown = ratio.show()
+    assert shown.startswith(f"{ratio.estimate:.3g}×"), shown
+    # by hand: batches of floor(sqrt(n)) consecutive rounds, the earliest n mod b left out
+    b = int(np.sqrt(len(logs)))
+    batches = np.asarray(logs[len(logs) % b:]).reshape(-1, b).mean(axis=1)
+    assert ratio.estimate == pytest.approx(np.exp(batches.mean()), rel=1e-12)
+
+
+def test_a_skewed_run_shows_a_ratio_inside_its_interval():
+    ratios = [0.004, 0.0139, 0.0139, 0.0139] * 4  # four batches of four, each with a fast round
+    ratio = bench.Ratio.of(ratios)
+    assert ratio.median == pytest.approx(0.0139)
+    assert ratio.low <= ratio.estimate <= ratio.high < ratio.median

@@ -315,6 +315,20 @@ def ratio_interval(ratios: Sequence[float], confidence: float = CONFIDENCE,
     return float(np.exp(centre - half)), float(np.exp(centre + half)), p
 
 
+def ratio_centre(ratios: Sequence[float]) -> float:
+    """The centre of :func:`ratio_interval`: the geometric mean of the batch means (batches as
+    there; fewer than two batches: the median ratio, where that interval collapses).
+
+    >>> round(ratio_centre([0.5, 0.5, 0.5, 2.0]), 3)   # 2 batches of 2: exp(mean of logs)
+    0.707
+    """
+    logs = np.log(np.asarray(ratios, dtype=float))
+    n = logs.size
+    b = batch_size(n)
+    batches = logs[n % b:].reshape(-1, b).mean(axis=1)
+    return float(np.exp(np.median(logs) if batches.size < 2 else batches.mean()))
+
+
 def _t_quantile(q: float, df: int) -> float:
     """Student's t quantile. scipy comes with scikit-learn, a dependency of the course; it is
     imported on first use (:func:`compare` calls this before its clock starts, so that the
@@ -356,22 +370,32 @@ class Ratio:
     high: float | None = None
     coverage: float | None = None
     rounds: int = 0
+    #: The estimate the interval is built around (the geometric mean of the batch means, or the
+    #: ratio of medians); None: the median stands for it.
+    centre: float | None = None
+
+    @property
+    def estimate(self) -> float:
+        """The typical ratio shown next to the interval: its centre, so the figure printed lies
+        inside the interval printed (a skewed run's median per-round ratio need not)."""
+        return self.median if self.centre is None else self.centre
 
     def __str__(self) -> str:
         return f"{self.median:.3g}× [{self.q1:.3g}, {self.q3:.3g}]"
 
     def show(self, margin: float = MARGIN) -> str:
-        """The median and the interval, with the digits a verdict needs: ``1.02× [0.970, 1.07]``;
-        a bound near one of the margin's edges gets more (``[1.04, 1.0996]``)."""
+        """The estimate and its interval, with the digits a verdict needs: ``1.02× [0.970,
+        1.07]``; a bound near one of the margin's edges gets more (``[1.04, 1.0996]``)."""
         marks = (1 / (1 + margin), 1.0, 1 + margin)
         if self.low is None:
-            return f"{self.median:.3g}×"
-        return (f"{self.median:.3g}× [{format_bound(self.low, marks)}, "
+            return f"{self.estimate:.3g}×"
+        return (f"{self.estimate:.3g}× [{format_bound(self.low, marks)}, "
                 f"{format_bound(self.high, marks)}]")
 
     def to_dict(self) -> dict[str, float]:
         return {"median": self.median, "q1": self.q1, "q3": self.q3, "low": self.low,
-                "high": self.high, "coverage": self.coverage, "rounds": self.rounds}
+                "high": self.high, "coverage": self.coverage, "rounds": self.rounds,
+                "centre": self.centre}
 
     @classmethod
     def of(cls, ratios: Sequence[float], confidence: float = CONFIDENCE,
@@ -380,7 +404,8 @@ class Ratio:
         (``looks``: how many looks the procedure that took them could make)."""
         q1, median, q3 = np.percentile(np.asarray(ratios, dtype=float), [25, 50, 75])
         low, high, coverage = ratio_interval(ratios, confidence, looks)
-        return cls(float(median), float(q1), float(q3), low, high, coverage, len(ratios))
+        return cls(float(median), float(q1), float(q3), low, high, coverage, len(ratios),
+                   ratio_centre(ratios))
 
 
 def ratio_of_medians(candidate: Timing, baseline: Timing,
@@ -405,7 +430,8 @@ def ratio_of_medians(candidate: Timing, baseline: Timing,
     b_low, b_high, b_cov = median_interval(baseline.samples, each)
     median = candidate.median / baseline.median
     return Ratio(median, median, median, c_low / b_high, c_high / b_low,
-                 1 - (1 - c_cov) - (1 - b_cov), min(len(candidate.samples), len(baseline.samples)))
+                 1 - (1 - c_cov) - (1 - b_cov), min(len(candidate.samples), len(baseline.samples)),
+                 median)
 
 
 def decide(ratio: Ratio, margin: float = MARGIN, confidence: float = CONFIDENCE) -> str:
@@ -493,7 +519,7 @@ class Verdict:
             FASTER: f"faster than {self.baseline}",
             SLOWER: f"slower than {self.baseline}",
             SAME: f"no measurable difference from {self.baseline} (within {self.margin:.0%})",
-            WITHIN: f"within {self.margin:.0%} of {self.baseline} ({self.ratio.median:.2f}×)",
+            WITHIN: f"within {self.margin:.0%} of {self.baseline} ({self.ratio.estimate:.2f}×)",
             UNDECIDED: f"cannot tell from this run how it compares with {self.baseline}",
         }[self.outcome]
 
@@ -503,13 +529,13 @@ class Verdict:
         interval = ("" if r.low is None else f", {self._sure()} interval "
                     f"[{format_bound(r.low, marks)}, {format_bound(r.high, marks)}]")
         return (f"{self.name} vs {self.baseline}: {self.outcome_text} (time ratio "
-                f"{r.median:.3g}{interval}, {r.rounds} rounds)")
+                f"{r.estimate:.3g}{interval}, {r.rounds} rounds)")
 
     @property
     def outcome_text(self) -> str:
         """The outcome as a phrase: ``"faster"``, ``"no measurable difference (within 5%)"``."""
         return {SAME: f"no measurable difference (within {self.margin:.0%})",
-                WITHIN: f"within {self.margin:.0%} ({self.ratio.median:.2f}×)",
+                WITHIN: f"within {self.margin:.0%} ({self.ratio.estimate:.2f}×)",
                 UNDECIDED: "cannot tell from this run"}.get(self.outcome, self.outcome)
 
     def _sure(self) -> str:
@@ -640,7 +666,7 @@ class Comparison(_ShowsTable):
             if name in verdicts:
                 v = verdicts[name]
                 interval = v.ratio.show(self.margin).split("× ", 1)[1]
-                cells = [f"{v.ratio.median:.3g}×", interval, v.outcome_text if one else v.words]
+                cells = [f"{v.ratio.estimate:.3g}×", interval, v.outcome_text if one else v.words]
             elif name in bases:
                 cells = ["1×" if one else "", "", "(baseline)"]
             else:
