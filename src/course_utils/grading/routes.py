@@ -70,8 +70,8 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     # written with onnx.helper or torch.onnx.
     "11.1": ("course_utils.minigraph.onnx",),
     # 11.4 and 11.5 work out the scale, zero point and integers in numpy: ONNX Runtime's
-    # quantization tools would do all three.
-    "11.4": ("onnxruntime.quantization",),
+    # quantization tools would do all three (and for 11.4 TensorFlow's fake quantization).
+    "11.4": ("onnxruntime.quantization", "tensorflow.quantization"),
     "11.5": ("onnxruntime.quantization",),
     # 15.1 writes the C of a fused loop: the course's compiler (its op -> C table, emit_loop)
     # would write it for the answer.
