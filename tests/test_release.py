@@ -212,16 +212,10 @@ def test_the_release_makefile_offers_what_works_and_says_why_the_rest_is_absent(
     assert '-m pip install --quiet  ".[cpu,lab,hub]"' in plan and "-e " not in plan, plan
 
 
-def _exercise_notebooks() -> list:
-    """Every exercise notebook of both editions; lesson 15's lacks the class server's command
-    (its solutions notebook, s15-title, names only `make grade`: to be added there)."""
-    found = []
-    for edition in ("exercises", "zh/exercises"):
-        for path in sorted((ROOT / edition).glob("[0-9][0-9]_*.ipynb")):
-            marks = [pytest.mark.xfail(strict=True, reason="s15-title names only make grade")] \
-                if path.name.startswith("15_") else []
-            found.append(pytest.param(f"{edition}/{path.name}", marks=marks))
-    return found
+def _exercise_notebooks() -> list[str]:
+    """Every exercise notebook of both editions, as a path from the course's root."""
+    return [f"{edition}/{path.name}" for edition in ("exercises", "zh/exercises")
+            for path in sorted((ROOT / edition).glob("[0-9][0-9]_*.ipynb"))]
 
 
 @pytest.mark.parametrize("notebook", _exercise_notebooks())
