@@ -115,9 +115,6 @@ KNOWN_ABOVE_HALF: dict[str, str] = {
                              "checks carry 3 of 4 points, with fixed graphs",
     "04.2 generated-lookup": "tape_gradient keyed on the visible tapes' values: the visible "
                              "checks carry 4 of 6 points, with fixed seeds",
-    "12.1 generated-mechanism-dummy": "refine's tf.function called once on a dummy, values "
-                                      "from the same Python run eagerly: no check asks that "
-                                      "the values come from the graph",
 }
 _OPS = {"<": float.__lt__, "<=": float.__le__, "==": float.__eq__, ">": float.__gt__,
         ">=": float.__ge__}
