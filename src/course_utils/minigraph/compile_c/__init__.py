@@ -69,8 +69,9 @@ def compile_c(obj: Any, *example_inputs: Any, folder: str | Path | None = None,
             ``example_inputs``, or its last trace), a concrete or loaded function.
         example_inputs: arrays to trace ``obj`` on (shapes and dtypes matter, not values).
         folder: where the C files, the library and the program go (made if missing); default
-            a new temporary folder, removed with the returned object. Nothing is written
-            anywhere else.
+            a new temporary folder, removed with the returned object. The course writes
+            nothing anywhere else (Zig's compiler, where it is the one used, keeps its own
+            cache of the C runtime it builds once per machine, in ``~/.cache/zig``).
         dynamic_batch: run any number of rows (dim 0 of every input), a tile at a time.
         tile: rows per tile (default: as many as fit in about 256 KB of arena).
         threads: OpenBLAS threads (one by default, as the course's benchmarks run).

@@ -6,7 +6,9 @@ clang from PyPI (``pip install ziglang``, the ``c`` extra: about 400 MB unpacked
 dependency), whose routines carry a ``scipy_`` prefix (``scipy_cblas_sgemm``). Nothing is
 downloaded when a graph compiles.
 
-Every file is written inside the folder the caller gives, under names made here.
+Every file the course writes goes inside the folder the caller gives, under names made here;
+Zig's compiler keeps a cache of its own (``~/.cache/zig``: the C runtime it builds once, about
+35 CPU-seconds the first time on a machine).
 """
 
 from __future__ import annotations
