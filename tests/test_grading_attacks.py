@@ -1262,17 +1262,26 @@ def test_rebinding_a_checks_configuration_or_blinding_its_profiler_gains_nothing
 
 def test_a_hidden_check_shows_neither_its_inputs_nor_its_expected_values(tmp_path):
     """Issue 36: lookup tables grown from hidden checks' messages (00.2 2/2 after four gradings).
-    An answer right on the visible cases only: the hidden check's verdict says "sizes (7, 1):
-    expected 8, got 0"; what the grader writes says what kind of case failed and what to look at,
-    in the table, the JSON, the CSV and the HTML feedback, and nothing of its inputs or values."""
+    An answer right on the visible cases only (their middle list is drawn from the run's seed, of
+    three sizes; the hidden lists have other lengths, and one is (1, 1, 1)): the hidden check's
+    verdict names its sizes and counts; what the grader writes says what kind of case failed and
+    what to look at, in the table, the JSON, the CSV and the HTML feedback, and nothing of its
+    inputs or values. Graded with --seed, so the hidden lists are known here."""
+    seed = 36
+    right = ("(len(sizes) == 3 and tuple(sizes) != (1, 1, 1)) or "
+             "tuple(sizes) in ((3, 2), tuple(MLP_SIZES))")
     lookup = ("def count_parameters(sizes) -> int:\n"
-              "    return {(3, 2): 8, (2, 8, 2): 42, tuple(MLP_SIZES): sum(\n"
-              "        a * b + b for a, b in zip(MLP_SIZES, MLP_SIZES[1:]))\n"
-              "    }.get(tuple(sizes), 0)\n")
+              f"    if {right}:\n"
+              "        return sum(a * b + b for a, b in zip(sizes, sizes[1:]))\n"
+              "    return 0\n")
     raises = ("def count_parameters(sizes) -> int:\n"  # its error names the hidden input
-              "    if tuple(sizes) not in ((3, 2), (2, 8, 2), tuple(MLP_SIZES)):\n"
+              f"    if not ({right}):\n"
               "        raise ValueError(f'never seen {tuple(sizes)}')\n"
               "    return sum(a * b + b for a, b in zip(sizes, sizes[1:]))\n")
+    import numpy as np
+
+    rng = np.random.default_rng(_run_seed_of(seed, 3))  # the hidden check's own draw
+    hidden_cases = [tuple(int(n) for n in rng.integers(1, 65, size=k)) for k in (2, 4, 5, 2)]
     folder = tmp_path / "subs"
     for name, answer in (("lookup", lookup), ("raises", raises)):
         (folder / name).mkdir(parents=True)
@@ -1280,9 +1289,10 @@ def test_a_hidden_check_shows_neither_its_inputs_nor_its_expected_values(tmp_pat
     csv_path, feedback = tmp_path / "grades.csv", tmp_path / "feedback"
     sandbox = ["--sandbox"] if SANDBOX else ["--no-sandbox", "--trust-submissions"]
     reports, done, _ = grade_folder(folder, ROOT / "solutions", "--csv", str(csv_path),
-                                    "--feedback", str(feedback), *sandbox)
+                                    "--feedback", str(feedback), "--seed", str(seed), *sandbox)
     table = subprocess.run([sys.executable, "-m", "course_utils.grading.grade", str(folder),
-                            "--solutions", str(ROOT / "solutions"), *sandbox],
+                            "--solutions", str(ROOT / "solutions"), "--seed", str(seed),
+                            *sandbox],
                            capture_output=True, text=True, cwd=ROOT, timeout=600 * SLOW)
     for name, what in (("lookup", "gave a wrong result"), ("raises", "raised ValueError")):
         ex = {e["exercise"]: e for e in reports[name]["exercises"]}["00.2"]
@@ -1293,6 +1303,25 @@ def test_a_hidden_check_shows_neither_its_inputs_nor_its_expected_values(tmp_pat
                "csv": csv_path.read_text(),
                **{p.name: p.read_text() for p in feedback.iterdir()}}
     for where, text in written.items():
-        for secret in ("(7, 1)", "(4, 5, 6, 3)", "(1, 1, 1, 1, 1)", "(64, 10)", "expected 8",
-                       "expected 650"):
+        secrets_ = [str(c) for c in hidden_cases] + [
+            f"expected {sum(a * b + b for a, b in zip(c, c[1:], strict=False))},"
+            for c in hidden_cases]
+        for secret in secrets_:
             assert secret not in text, f"{where} shows the hidden check's {secret!r}"
+
+
+def _run_seed_of(seed: int, k: int) -> int:
+    """``probe.run_seed(k)`` as a kernel given ``seed`` computes it."""
+    import os
+
+    from course_utils.grading.probe import SEED_VARIABLE, run_seed
+
+    old = os.environ.get(SEED_VARIABLE)
+    os.environ[SEED_VARIABLE] = str(seed)
+    try:
+        return run_seed(k)
+    finally:
+        if old is None:
+            del os.environ[SEED_VARIABLE]
+        else:
+            os.environ[SEED_VARIABLE] = old
