@@ -255,3 +255,37 @@ def test_the_complex_step_is_a_route_of_reverse_mode_by_hand():
     found = judged("04_dynamic_graphs", "04.2", answer)
     assert {route for _, route in found.forbidden} == {static.routes.COMPLEX_LITERAL}, found
     assert not judged("04_dynamic_graphs", "04.2").forbidden
+
+
+@pytest.mark.parametrize("answer", [
+    "class Scale(nn.Module):\n    __module__ = 'torch.nn.modules.misc'\n",
+    "class Scale(nn.Module):\n    pass\nScale.__module__ = 'torch.nn.modules.misc'\n",
+    "Scale = type('Scale', (nn.Module,), {'__module__': 'torch.nn.modules.misc'})\n",
+    "class Scale(nn.Module):\n    pass\nsetattr(Scale, '__qualname__', 'Identity')\n",
+])
+def test_code_given_another_modules_name_is_a_route_of_every_exercise(answer):
+    """08.1's check asks where the graph's code comes from: a leaf module whose class claims to
+    be PyTorch's scored 4/4 in the attack review. Reading ``__module__`` costs nothing."""
+    found = judged("08_torchscript_and_after", "08.1", answer)
+    assert {route for _, route in found.forbidden} == {static.routes.FORGED_IDENTITY}, found
+    assert not judged("08_torchscript_and_after", "08.1",
+                      "print(nn.Linear.__module__, getattr(nn.Linear, '__qualname__'))\n").forbidden
+
+
+@pytest.mark.parametrize("answer, route", [
+    ("import subprocess\nout = subprocess.run(['python', '-c', 'import torch'])\n", "subprocess"),
+    ("from multiprocessing import Pool\n", "multiprocessing"),
+    ("import os\nos.system('python quantize.py')\n", "os.system"),
+])
+def test_another_process_is_a_route_of_every_exercise(answer, route):
+    """What runs in another process is out of reach of every instrument a check puts in the
+    kernel (11.5: PyTorch in a subprocess, unseen by the aten-op recorder, scored 5/5)."""
+    found = judged("11_deployment", "11.5", answer)
+    assert route in {r for _, r in found.forbidden}, found
+
+
+def test_one_opaque_op_is_a_route_of_11_1():
+    """11.1 builds the MLP from minigraph's ops: one op registered on the fly that runs the
+    whole MLP in numpy scored 4/4 in the attack review."""
+    found = judged("11_deployment", "11.1", "mg.register_op('mlp', lambda x: x)\n")
+    assert {r for _, r in found.forbidden} == {"course_utils.minigraph.register_op"}, found

@@ -47,6 +47,20 @@ COMPLEX = ("builtins.complex", "numpy.complex*", "numpy.csingle", "numpy.cdouble
 PROFILER = ("sys.setprofile", "sys.settrace", "threading.setprofile", "threading.settrace",
             "threading.setprofile_all_threads", "threading.settrace_all_threads")
 
+#: A name taken from another module: an answer that gives its class or function another
+#: ``__module__`` or ``__qualname__`` (in a class body, by assignment, in ``type(...)``'s dict or
+#: with ``setattr``) passes for library code to a check that asks where code comes from (08.1:
+#: a leaf module claiming ``torch.nn.modules.misc`` scored 4/4).
+FORGED_IDENTITY = "forged:__module__"
+#: Another process: what runs there is out of the reach of every instrument a check puts in the
+#: kernel (11.5: PyTorch in a subprocess, unseen by the aten-op recorder, scored 5/5).
+PROCESSES = ("subprocess", "multiprocessing", "concurrent.futures.ProcessPoolExecutor",
+             "os.system", "os.popen", "os.fork", "os.forkpty", "os.exec*", "os.spawn*",
+             "os.posix_spawn*", "pty", "asyncio.create_subprocess_exec",
+             "asyncio.create_subprocess_shell")
+#: Routes of every exercise: no answer needs them, and each hides what it does from the checks.
+EVERY = (FORGED_IDENTITY, *PROCESSES)
+
 #: Exercise id -> the routes the static judge holds its answer to, besides its checks'
 #: ``forbid`` literals and the package's own answers.
 FORBIDDEN: dict[str, tuple[str, ...]] = {
@@ -68,7 +82,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
              "torch.ops.aten.silu*"),
     # 11.1 builds the MLP with minigraph: minigraph's ONNX importer would build it from a file
     # written with onnx.helper or torch.onnx.
-    "11.1": ("course_utils.minigraph.onnx",),
+    "11.1": ("course_utils.minigraph.onnx", "course_utils.minigraph.register_op"),
     # 11.4 and 11.5 work out the scale, zero point and integers in numpy: ONNX Runtime's
     # quantization tools would do all three (and for 11.4 TensorFlow's fake quantization).
     "11.4": ("onnxruntime.quantization", "tensorflow.quantization"),

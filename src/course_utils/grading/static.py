@@ -369,6 +369,25 @@ def _base(node: ast.AST) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 
 
+_IDENTITY = ("__module__", "__qualname__")
+
+
+def _forged_identity(stmt: ast.stmt) -> list[int]:
+    """The lines where ``stmt`` gives a class or function another ``__module__`` or
+    ``__qualname__``: stored as a name (a class body) or an attribute, a key of a dict literal
+    (``type(name, bases, {...})``), or ``setattr(obj, "__module__", ...)``."""
+    lines = []
+    for node in ast.walk(stmt):
+        if (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)
+                and node.id in _IDENTITY) or (isinstance(node, ast.Attribute) and isinstance(
+                    node.ctx, ast.Store) and node.attr in _IDENTITY) or (isinstance(
+                    node, ast.Dict) and any(_string(k) in _IDENTITY for k in node.keys if k)) \
+                or (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "setattr"
+                    and len(node.args) > 1 and _string(node.args[1]) in _IDENTITY):
+            lines.append(getattr(node, "lineno", 1))
+    return lines
+
+
 def _mutated(stmt: ast.stmt) -> set[str]:
     """The names whose object a top-level statement changes in place: item or attribute
     assignments and deletions (``IMPL["add"] = f``, ``del t[k]``), augmented assignments to
@@ -405,6 +424,8 @@ def analyse(source: str, env: dict[str, str | None] | None = None, cell: int = 0
         for stmt in tree.body:
             part = Analysis(mutates=_mutated(stmt))
             _Reader(env, cell, part).visit(stmt)
+            part.reached += [Finding(cell, line, routes.FORGED_IDENTITY)
+                             for line in _forged_identity(stmt)]
             out.parts.append(part)
             out.reached += part.reached
             out.hiding += part.hiding
@@ -494,7 +515,8 @@ def forbidden_routes(exercise: str, checks: Iterable[str], setup: Iterable[str] 
                      ) -> set[str]:
     """Every route an answer to ``exercise`` must not reach (its checks' sources given, and the
     course's set-up cells, where a check's ``forbid(*RUNNERS)`` may find its tuple)."""
-    return (set(routes.FORBIDDEN.get(exercise, ())) | forbid_literals(checks, setup)
+    return (set(routes.EVERY) | set(routes.FORBIDDEN.get(exercise, ()))
+            | forbid_literals(checks, setup)
             | set(_package_answers().get(exercise, ())))
 
 
@@ -626,6 +648,8 @@ def _shown(name: str) -> str:
         return "a complex literal (1j)"
     if name == routes.COMPLEX_DTYPE:
         return "a complex dtype"
+    if name == routes.FORGED_IDENTITY:
+        return "code given another module's name (__module__ or __qualname__)"
     return name.lstrip(".") if name.startswith(".") else name
 
 
