@@ -78,6 +78,18 @@ class CellResult:
             self.summary = self.message.strip().splitlines()[0] if self.message.strip() else ""
 
 
+#: How many more times the tamper probe looks when its walk met a dict that changed size
+#: while it read it: a thread the submission left running (an event loop's tasks being torn
+#: down, a server's worker) can do that honestly; a kernel that does it on every look is still
+#: reported.
+_PROBE_RETRIES = 3
+
+
+def _raced(found: tuple[dict | None, str]) -> bool:
+    """Whether a probe failed only because something changed size while it was read."""
+    return found[0] is None and "changed size during iteration" in found[1]
+
+
 class NotebookRun:
     """One kernel running cells of one notebook; restartable. Use as a context manager."""
 
@@ -218,6 +230,10 @@ class NotebookRun:
         after = []
         if probing and reply.status == "ok":
             probed = tamper.parse(self._nonce, "ok", reply.user_expressions)
+            for _ in range(_PROBE_RETRIES):  # a dict another thread was changing: look again
+                if not _raced(probed):
+                    break
+                probed = self._fingerprint()
             after = self._tampering(probed, last=last)
             if probed[0] is not None and probed[0].get("gc_enabled") is not False:
                 after.append("the garbage collector, which the grader turns off while a check "
@@ -425,8 +441,8 @@ class NotebookRun:
 
     # -- tampering --------------------------------------------------------------------------
 
-    def _fingerprint(self, mode: str = "check", want: list[str] = ()
-                     ) -> tuple[dict | None, str]:
+    def _fingerprint(self, mode: str = "check", want: list[str] = (),
+                     retries: int = _PROBE_RETRIES) -> tuple[dict | None, str]:
         assert self.kernel is not None
         reply = self.kernel.execute("", 90.0 if mode == "baseline" else 30.0, silent=True,
                                     store_history=False, user_expressions={
@@ -434,6 +450,8 @@ class NotebookRun:
                                             self._nonce, mode, want, self._baseline.quick
                                             if self._baseline is not None else None)})
         found = tamper.parse(self._nonce, reply.status, reply.user_expressions)
+        if _raced(found) and retries > 0:
+            return self._fingerprint(mode, want, retries - 1)
         if found[0] is not None:
             self._shown = found[0].get("last", {}).get("shown")
         return found
