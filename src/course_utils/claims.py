@@ -15,9 +15,11 @@ look for and why.
    (``bench.MARGIN``, ``bench.CONFIDENCE``), need no listing.
 2. **A sentence about the run decides nothing itself.** A sentence that refers to the run ("on
    the run shown", "this run", "on our machines", 本次运行, ...) must not put a verdict word
-   (faster, slower, within 10%, no measurable difference, cannot tell; 更快, 更慢, ...) or an
-   order of magnitude (tens of, milliseconds, 几十, 毫秒, ...) in a clause, unless that clause
-   points to where the run says it ("whether", "how much", 是否, 多少...).
+   (faster, slower, within 10%, no measurable difference, cannot tell; 更快, 更慢, ...), an
+   order of magnitude (tens of, milliseconds, 几十, 毫秒, ...) or an outcome ("ten times as fast",
+   "the largest share", "it did") in a clause, unless that clause points to where the run says it
+   ("whether", "how much", 是否, 多少...). "The development machine" and "the machines the course
+   is tested on" are such runs too.
 
 ``python -m course_utils.claims check`` lists what breaks them in every lesson of both editions;
 ``python -m course_utils.claims readme`` writes the README's claims table (both languages), whose
@@ -109,8 +111,10 @@ def output_text(nb: dict) -> str:
 _RUN = [r"\bthe runs? shown\b", r"\b(?:on|in) the run\b", r"\b(?:on|in) our (?:machines?|runs"
         r"|CPUs?)\b", r"\bruns? we (?:made|tried)\b",
         r"\b(?:machines?|CPUs?) we tried\b", r"\b(?:stored|committed) run\b",
-        r"\bwe measured\b", "这里展示的那次运行", "所示的那次运行", "在我们的机器上", "我们的运行",
-        "在我们的 ?CPU 上", "我们测到", "我们试过的", "我们做过的"]
+        r"\bwe measured\b", r"\bdevelopment machines?\b",
+        r"\bmachines? the course is (?:developed|tested) on\b", "这里展示的那次运行",
+        "所示的那次运行", "在我们的机器上", "我们的运行", "在我们的 ?CPU 上", "我们测到",
+        "我们试过的", "我们做过的", "开发机器", "开发本课程的机器"]
 RUN_REFERENCE = re.compile("|".join(_RUN), re.I)
 #: verdict phrases that name the run themselves ("cannot tell from this run") are verdicts, not
 #: references to a run: they are taken out before looking for a reference
@@ -118,9 +122,11 @@ _VERDICT_NAMING_RUN = re.compile(r"cannot tell from this run|本次运行无法(
 _DECIDES = [r"\bfaster\b", r"\bslower\b", r"\bwithin (?:the )?(?:margin|\d+ ?%)",
             r"\bno measurable difference\b", r"\bcannot tell\b", r"\b(?:tens|hundreds|thousands"
             r"|millions) of\b", r"\b(?:nano|micro|milli)?seconds\b", r"\bseveral times\b",
-            r"\b(?:twice|half|many times) as\b", r"\bas fast\b",
+            r"\b(?:twice|half|many times) as\b", r"\b\w+ times as (?:fast|slow)\b", r"\bas fast\b",
+            r"\b(?:largest|smallest) share\b", r"\b(?:it|they) did(?: not)?\b", r"\bdid not\b",
             "更快", "更慢", "以内", "没有可测出的差异", "无法判断", "几十", "几百", "几千", "几万",
-            "毫秒", "微秒", "好几倍", r"比[^，。；：,;:]{0,40}?[快慢]", "[快慢](?:了|得多)"]
+            "毫秒", "微秒", "好几倍", "份额最大", r"比[^，。；：,;:]{0,40}?[快慢]",
+            "[快慢](?:了|得多)"]
 DECIDES = re.compile("|".join(_DECIDES), re.I)
 #: a clause that points to the run's own output, or a condition on it, claims nothing itself
 POINTER = re.compile(r"\bwhether\b|\bhow (?:much|many|far|long)\b|\bwhich\b|\bif\b"
