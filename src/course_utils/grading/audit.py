@@ -111,8 +111,6 @@ _EXPECT = re.compile(
 #: still prints them ("ABOVE HALF, known") but does not count them wrong; remove an entry once
 #: its shortcut scores at most half (the table then says "known entry no longer needed").
 KNOWN_ABOVE_HALF: dict[str, str] = {
-    "03.3 generated-lookup": "square_pows keyed on the visible graphs' printed form: the visible "
-                             "checks carry 3 of 4 points, with fixed graphs",
     "04.2 generated-lookup": "tape_gradient keyed on the visible tapes' values: the visible "
                              "checks carry 4 of 6 points, with fixed seeds",
 }
