@@ -110,10 +110,7 @@ _EXPECT = re.compile(
 #: (issue 36), "<id> <variant>" -> what scores and why. Until the checks change, the audit
 #: still prints them ("ABOVE HALF, known") but does not count them wrong; remove an entry once
 #: its shortcut scores at most half (the table then says "known entry no longer needed").
-KNOWN_ABOVE_HALF: dict[str, str] = {
-    "04.2 generated-lookup": "tape_gradient keyed on the visible tapes' values: the visible "
-                             "checks carry 4 of 6 points, with fixed seeds",
-}
+KNOWN_ABOVE_HALF: dict[str, str] = {}
 _OPS = {"<": float.__lt__, "<=": float.__le__, "==": float.__eq__, ">": float.__gt__,
         ">=": float.__ge__}
 
