@@ -15,6 +15,12 @@ exercises of lessons 04 and 05 import it from here instead of printing it again.
 - :func:`grad`: lesson 05's one gradient call for both modes (nodes for a Node, arrays for a
   Tensor), which its capstone imports.
 
+:func:`tape_order` and :func:`backward` answer exercises 04.4 and 04.2, so they carry the
+solution markers: a class's release of the course withholds them until lesson 04's solutions
+are released, and there ``Tensor.backward`` (and :func:`grad` on a Tensor) raises
+:class:`course_utils.withheld.AnswerWithheld`, naming the exercise and where the learner's own
+answer is. Lesson 05's eager cells run them: release lesson 05 with lesson 04's solutions.
+
 **Importing this module sets** ``course_utils.engine.apply`` **to** :func:`apply`: the op functions
 of the engine (``add``, ``tanh``, ``reduce_sum``, ...) look ``apply`` up in
 ``course_utils.engine`` each time they run, so from then on they (and the operators) also accept
@@ -105,13 +111,14 @@ def recorded_inputs(v: Tensor) -> list[Tensor]:
 
 def tape_order(t: Tensor) -> list[Tensor]:
     """The tensors recorded on the way to t (and the leaves that require grad), inputs first."""
-    ### ALSO ANSWERS 04.4: Tensor.backward walks it, and lesson 05 runs backward (tape.grad)
+    ### BEGIN SOLUTION 04.4
     return topo_order([t], recorded_inputs)  # lesson 01's walk, following grad_fn links
+    ### END SOLUTION
 
 
 def backward(t: Tensor) -> None:
     """Reverse mode over t's tape; add d t / d leaf into the .grad of each leaf that wants it."""
-    ### ALSO ANSWERS 04.2: every Tensor.backward runs it, in lessons 04 and 05 (tape.grad)
+    ### BEGIN SOLUTION 04.2
     grads = {t: np.ones_like(t.data)}  # the seed
     for v in reversed(tape_order(t)):
         g = grads.get(v)
@@ -125,6 +132,7 @@ def backward(t: Tensor) -> None:
         for x, gx in zip(inputs, input_grads, strict=True):
             if gx is not None and x.requires_grad:
                 grads[x] = grads[x] + gx if x in grads else gx
+    ### END SOLUTION
 
 
 def grad(y, xs) -> list:
