@@ -8,6 +8,7 @@ forward and autograd, and central differences of the PyTorch forward in float64.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -536,6 +537,27 @@ def test_one_hot_size_ones_like_and_int_cast_match_numpy() -> None:
     as_int = mg.cast(x * 1.5, "int64")
     np.testing.assert_array_equal(as_int.numpy(), (np.arange(12.0) * 1.5).astype(int).reshape(3, 4))
     assert not as_int.requires_grad  # the cast's vjp gives None for an int result
+
+
+def test_builtin_says_whether_an_op_is_minigraphs_own_as_defined() -> None:
+    # Exercise 02.4's check asks it of every op in a gradient graph: an op of the learner's own,
+    # a built-in's name registered anew, or a built-in changed in place computes elsewhere.
+    real = mg.OPS["square"]
+    assert real.builtin and mg.OPS["add"].builtin
+    assert not mg.Op("mine", impl=np.square, shape_rule=mg.same_shape_rule).builtin
+    try:
+        mg.register_op(dataclasses.replace(real, impl=np.abs), replace=True)
+        assert not mg.OPS["square"].builtin
+    finally:
+        mg.register_op(real, replace=True)
+    assert mg.OPS["square"].builtin
+    impl = real.impl
+    try:
+        object.__setattr__(real, "impl", np.abs)
+        assert not real.builtin
+    finally:
+        object.__setattr__(real, "impl", impl)
+    assert real.builtin and np.array_equal(mg.square(mg.tensor([-3.0])).numpy(), [9.0])
 
 
 def test_a_registered_op_works_eagerly_in_graphs_and_in_gradients() -> None:

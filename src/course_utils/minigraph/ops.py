@@ -74,13 +74,16 @@ class Op:
 
     @property
     def builtin(self) -> bool:
-        """One of minigraph's own ops (its vjp may run on raw arrays), as it was defined."""
-        return id(self) in BUILTIN_IDS
+        """One of minigraph's own ops (its vjp may run on raw arrays), as it was defined: not an
+        op registered under a built-in's name, nor a built-in whose impl or vjp was changed in
+        place (``object.__setattr__`` gets past ``frozen``)."""
+        return _AS_DEFINED.get(id(self)) == (self.impl, self.vjp)
 
 
 OPS: dict[str, Op] = {}
 _BUILTIN: set[str] = set()
 BUILTIN_IDS: set[int] = set()  # id() of each built-in Op object (they live as long as OPS)
+_AS_DEFINED: dict[int, tuple] = {}  # id() of each built-in Op -> (impl, vjp) it was made with
 
 
 def register_op(op: Op, *, replace: bool = False) -> Op:
@@ -138,6 +141,7 @@ def _builtin(name: str, impl: Callable | None, rule: Callable, vjp: Callable | N
     _BUILTIN.add(name)
     OPS[name] = Op(name, impl, rule, vjp, elementwise, stateful, doc, dict(attrs or {}))
     BUILTIN_IDS.add(id(OPS[name]))
+    _AS_DEFINED[id(OPS[name])] = (impl, vjp)
 
 
 # --- impls that need more than one numpy call -------------------------------------------------
