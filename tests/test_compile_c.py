@@ -11,6 +11,7 @@ import importlib.util
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -372,6 +373,43 @@ def test_ziglang_builds_a_graph_and_its_program(mlp, tmp_path, monkeypatch) -> N
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     np.testing.assert_allclose(compiled.read_outputs(outputs, len(X)), h, rtol=1e-5, atol=1e-5)
+
+
+def _python_without_compilers(tmp_path: Path, hide_ziglang: bool) -> subprocess.CompletedProcess:
+    """This Python with a PATH of one empty folder (no cc, gcc or clang). ``hide_ziglang``: as if
+    the ziglang package were not installed either, it compiles a graph (exit 3 on CompileError,
+    printed); else it prints the compiler command it would use (the build itself is
+    test_ziglang_builds_a_graph_and_its_program's)."""
+    call = ("mg.compile_c(mg.function(mg.relu), np.zeros((2, 2), np.float32))" if hide_ziglang
+            else "print(toolchain.find_compiler()[1:])")
+    script = ("import sys\n"
+              + ("sys.modules['ziglang'] = None  # importlib finds no spec for it\n"
+                 if hide_ziglang else "")
+              + "import numpy as np\n"
+                "import course_utils.minigraph as mg\n"
+                "from course_utils.minigraph.compile_c import toolchain\n"
+                "try:\n"
+                f"    {call}\n"
+                "except mg.CompileError as e:\n"
+                "    print(e)\n"
+                "    sys.exit(3)\n")
+    empty = tmp_path / "bin"
+    empty.mkdir(parents=True)
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PATH": str(empty)})
+
+
+def test_without_a_compiler_on_path_for_real(tmp_path) -> None:
+    # Not monkeypatched: a process whose PATH holds no compiler falls back to Zig's where the
+    # ziglang package is installed, and otherwise mg.compile_c says what to install.
+    hidden = _python_without_compilers(tmp_path, hide_ziglang=True)
+    assert hidden.returncode == 3, hidden.stdout + hidden.stderr
+    assert "found none" in hidden.stdout and "pip install ziglang" in hidden.stdout
+    assert "apt install gcc" in hidden.stdout
+    if importlib.util.find_spec("ziglang") is not None:
+        found = _python_without_compilers(tmp_path / "zig", hide_ziglang=False)
+        assert found.returncode == 0, found.stdout + found.stderr
+        assert found.stdout.strip() == "['-m', 'ziglang', 'cc']"
 
 
 # --- hostile graphs -----------------------------------------------------------------------------
