@@ -289,3 +289,75 @@ def test_one_opaque_op_is_a_route_of_11_1():
     whole MLP in numpy scored 4/4 in the attack review."""
     found = judged("11_deployment", "11.1", "mg.register_op('mlp', lambda x: x)\n")
     assert {r for _, r in found.forbidden} == {"course_utils.minigraph.register_op"}, found
+
+
+WRAPPED = ("import torch.fx\n\ndef _normalize_py(x):\n    scale = x.abs().max()\n"
+           "    return x / scale if scale > 1 else x\n\n{}\ntorch.fx.wrap('_normalize_py')\n\n"
+           "class _Wrapped(nn.Module):\n    def forward(self, x):\n"
+           "        return _normalize_py(x)\n\nfixed = torch.fx.symbolic_trace(_Wrapped())\n")
+
+
+@pytest.mark.parametrize("write", [
+    "torch.nn.functional._normalize_py = _normalize_py",
+    "import torch.nn.functional as F\nF._normalize_py = _normalize_py",
+    "from torch.nn import functional\nfunctional._normalize_py = _normalize_py",
+    "setattr(torch.nn.functional, '_normalize_py', _normalize_py)",
+    "setattr(torch.nn.functional, '_normalize' + '_py', _normalize_py)",
+    "object.__setattr__(torch.nn.functional, '_normalize_py', _normalize_py)",
+    "torch.nn.functional.__setattr__('_normalize_py', _normalize_py)",
+    "vars(torch.nn.functional)['_normalize_py'] = _normalize_py",
+    "torch.nn.functional.__dict__['_normalize_py'] = _normalize_py",
+    "torch.nn.functional.__dict__.update(_normalize_py=_normalize_py)",
+    "vars(torch.nn.functional).setdefault('_normalize_py', _normalize_py)",
+    "import sys\nsys.modules['torch.nn.functional']._normalize_py = _normalize_py",
+    "nn.Module.__call__ = lambda self, x: _normalize_py(x)",
+    "del torch.Tensor.abs",
+    "def install():\n    torch.nn.functional._normalize_py = _normalize_py\ninstall()",
+    "import course_utils.minigraph as mg2\nmg2.relu = _normalize_py",
+    "np.maximum = _normalize_py",
+])
+def test_writing_into_a_librarys_namespace_is_a_route_of_every_exercise(write):
+    """08.1 (attack review, 4/4): a Python function put into torch.nn.functional, fx.wrap'ed and
+    traced, was a graph node that "is torch". Code written into a library module's or class's
+    namespace, however it is written, is a route of every exercise (and no solution or unusual
+    fixture of the course writes there: test_the_solutions_reach_nothing_forbidden)."""
+    found = judged("08_torchscript_and_after", "08.1", WRAPPED.format(write))
+    assert static.routes.LIBRARY_WRITE in {r for _, r in found.forbidden}, found
+    result = ExerciseResult("08.1", 4, 4, "pass")
+    static.apply([result], {"08.1": found}, [f"code cell {i + 1}" for i in range(40)])
+    text = " ".join(result.notes)  # sys.modules is the grader's machinery too: 0, said so
+    assert result.points <= 2 and ("library's namespace" in text or found.machinery), text
+
+
+@pytest.mark.parametrize("honest", [
+    "m = nn.Linear(2, 2)\nm.weight = nn.Parameter(torch.zeros(2, 2))\nm.extra = 1",
+    "loaded = torch.export.load('m.pt2')\nloaded.note = 'mine'",
+    "torch._dynamo.config.cache_size_limit = 64",
+    "import torch._inductor.config as cfg\ncfg.fx_graph_cache = False",
+    "torch.backends.cudnn.benchmark = True",
+    "class Scale(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+    "        self.k = 2.0\nScale.k = 3.0\nsetattr(Scale, 'k', 4.0)",
+    "print(vars(torch.nn.functional)['relu'], torch.nn.functional.__dict__.get('relu'))",
+    "table = {}\ntable.update(relu=torch.relu)\ntable['f'] = torch.nn.functional.relu",
+])
+def test_writing_to_ones_own_objects_and_a_librarys_settings_is_not(honest):
+    found = judged("08_torchscript_and_after", "08.1",
+                   "fixed = torch.jit.script(Normalize())\n" + honest + "\n")
+    assert not found.forbidden and not found.machinery, found
+
+
+def test_the_routes_through_quiet_tensorflow_are_tensorflows():
+    """Lesson 06's set-up cell makes ``tf = quiet.tensorflow()`` (``import tensorflow as tf``
+    without TensorFlow's start-up log lines): what is reached through it is TensorFlow's. 06.1
+    builds the gradients and the update by hand: a v1.train optimizer scored 5/5."""
+    answer = ("def logreg_graph(w0, b0, lr):\n    graph = tf.Graph()\n"
+              "    with graph.as_default():\n"
+              "        opt = v1.train.GradientDescentOptimizer(lr)\n"
+              "        train = opt.minimize(None)\n    return graph\n")
+    found = judged("06_tf1_sessions", "06.1", answer)
+    assert {r for _, r in found.forbidden} == {"tensorflow.compat.v1.train"}, found
+    assert not judged("06_tf1_sessions", "06.3", (
+        "def train_fixed(params, lr, steps, build=tf1_mlp):\n    net = build(params)\n"
+        "    with net.graph.as_default():\n"
+        "        train = v1.train.GradientDescentOptimizer(lr).minimize(net.loss)\n"
+        "    return net\n")).forbidden  # 06.3 asks for two bugs fixed: TF's own idiom fixes both

@@ -47,6 +47,14 @@ COMPLEX = ("builtins.complex", "numpy.complex*", "numpy.csingle", "numpy.cdouble
 PROFILER = ("sys.setprofile", "sys.settrace", "threading.setprofile", "threading.settrace",
             "threading.setprofile_all_threads", "threading.settrace_all_threads")
 
+#: Python run on the host from a JAX program (lesson 13's exercises ask for the program itself).
+HOST_CALLS = ("jax.pure_callback", "jax.experimental.io_callback",
+              "jax.experimental.host_callback", "jax.experimental.pure_callback")
+#: An optimizer that builds a TensorFlow model's gradients and update for it (exercise 06.1 asks
+#: for them by hand: ``v1.gradients``, ``assign_sub``, ``tf.group``).
+TF_OPTIMIZERS = ("tensorflow.compat.v1.train", "tensorflow.train", "tensorflow.optimizers",
+                 "tensorflow.keras.optimizers", "keras.optimizers", "tf_keras.optimizers")
+
 #: A name taken from another module: an answer that gives its class or function another
 #: ``__module__`` or ``__qualname__`` (in a class body, by assignment, in ``type(...)``'s dict or
 #: with ``setattr``) passes for library code to a check that asks where code comes from (08.1:
@@ -58,8 +66,23 @@ PROCESSES = ("subprocess", "multiprocessing", "concurrent.futures.ProcessPoolExe
              "os.system", "os.popen", "os.fork", "os.forkpty", "os.exec*", "os.spawn*",
              "os.posix_spawn*", "pty", "asyncio.create_subprocess_exec",
              "asyncio.create_subprocess_shell")
+#: Code written into a library's namespace: an attribute of one of its modules or classes set
+#: or deleted (``torch.nn.functional.f = f``, ``nn.Module.__call__ = ...``), by ``setattr`` or
+#: ``object.__setattr__``, or through the namespace's dict (``vars(torch)[...]``,
+#: ``torch.__dict__.update(...)``). A check that asks whose code runs believes what lives there
+#: (08.1: a Python function put into ``torch.nn.functional`` and wrapped by fx was a graph node
+#: that "is torch": 4/4); and what a check calls from there is the answer's, not the library's.
+LIBRARY_WRITE = "write:library"
+#: The libraries (and the course's package) whose namespaces an answer must leave alone, and
+#: the standard modules a check may trust as their own (08.1 trusts ``operator`` and ``math``).
+LIBRARIES = ("torch", "functorch", "tensorflow", "keras", "tf_keras", "jax", "jaxlib", "flax",
+             "optax", "numpy", "scipy", "onnx", "onnxruntime", "onnxscript", "course_utils",
+             "builtins", "math", "operator", "_operator", "functools", "types")
+#: A library's settings, which an answer may set like any user (``torch._dynamo.config.x = ...``,
+#: ``torch.backends.cudnn.benchmark = True``): not a route.
+SETTINGS = ("*.config", "*.config.*", "*._config", "*._config.*", "torch.backends.*")
 #: Routes of every exercise: no answer needs them, and each hides what it does from the checks.
-EVERY = (FORGED_IDENTITY, *PROCESSES)
+EVERY = (FORGED_IDENTITY, LIBRARY_WRITE, *PROCESSES)
 
 #: Exercise id -> the routes the static judge holds its answer to, besides its checks'
 #: ``forbid`` literals and the package's own answers.
@@ -74,6 +97,9 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "02.4": ("course_utils.minigraph.gradients", "course_utils.minigraph.autodiff", *COMPLEX),
     "02.5": COMPLEX,
     "04.2": COMPLEX,
+    # 06.1 builds the gradients with v1.gradients and the update with assign ops: a TF
+    # optimizer's compute_gradients/apply_gradients or minimize does both (attack review: 5/5).
+    "06.1": TF_OPTIMIZERS,
     # 07.1's answer subclasses torch.autograd.Function: the autograd that would do its
     # backward for it is what is forbidden.
     "07.1": (".grad_fn", "torch.autograd.grad", "torch.autograd.backward",
@@ -87,6 +113,12 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     # quantization tools would do all three (and for 11.4 TensorFlow's fake quantization).
     "11.4": ("onnxruntime.quantization", "tensorflow.quantization"),
     "11.5": ("onnxruntime.quantization",),
+    # Lesson 13's programs compute in the program: the warm-up (13.2), the loop and its
+    # gradient (13.3), the root and its rule (13.4; its text names the closed forms), not Python
+    # on the host.
+    "13.2": HOST_CALLS,
+    "13.3": HOST_CALLS,
+    "13.4": ("jax.numpy.cbrt", "jax.lax.cbrt", "numpy.cbrt", "scipy.special.cbrt", *HOST_CALLS),
     # 15.1 writes the C of a fused loop: the course's compiler (its op -> C table, emit_loop)
     # would write it for the answer.
     "15.1": ("course_utils.minigraph.compile_c",),

@@ -11,7 +11,10 @@ out for each exercise:
   them are followed; a name the notebook's own set-up cells imported (``mg``, ``init_mlp``) is
   resolved the same way; builtins are ``builtins.<name>``; a complex literal (``1j``) and a
   complex dtype given as a string are named ``routes.COMPLEX_LITERAL`` and
-  ``routes.COMPLEX_DTYPE``;
+  ``routes.COMPLEX_DTYPE``; code that writes into a library's namespace (an attribute of one of
+  its modules or classes set or deleted, by assignment, ``setattr`` or its ``__dict__``; not its
+  settings, nor an object made by calling it, ``m = nn.Linear(2, 2)``, which is the answer's own)
+  reaches ``routes.LIBRARY_WRITE``;
 - **what hides what it reaches**: ``getattr``/``setattr``/``delattr`` with a computed name (not
   on ``self``/``cls``, an object's own attributes), ``exec``, ``eval``, ``compile``,
   ``__import__``, ``importlib``, ``globals()``, ``vars()``, frame access (``sys._getframe``,
@@ -71,8 +74,26 @@ HIDING_ATTRS = ("f_back", "f_globals", "f_locals", "f_builtins", "tb_frame", "gi
                 "__code__", "__closure__")
 _ATTR_FUNCTIONS = ("getattr", "setattr", "delattr", "hasattr")
 _COMPUTED_FLAGGED = ("getattr", "setattr", "delattr")
+#: The course's functions that return a library's module (``tf = quiet.tensorflow()`` is
+#: ``import tensorflow as tf`` without the start-up log lines): their result is that module.
+MODULE_MAKERS = {"course_utils.quiet.tensorflow": "tensorflow", "course_utils.quiet.torch": "torch"}
+#: Methods that change a dict in place: on a library's namespace dict (``vars(torch)``,
+#: ``torch.__dict__``) they write into the library.
+_DICT_WRITES = ("update", "setdefault", "__setitem__", "__delitem__", "pop", "popitem", "clear")
+#: Functions that set or delete an attribute of their first argument.
+_ATTR_WRITERS = ("builtins.setattr", "builtins.delattr", "builtins.object.__setattr__",
+                 "builtins.object.__delattr__", "builtins.type.__setattr__",
+                 "builtins.type.__delattr__")
 _COMPLEX_DTYPES = ("complex", "complex64", "complex128", "complex256", "c8", "c16", "c32",
                    "F", "D", "G", "cfloat", "cdouble", "csingle", "clongdouble")
+
+
+class _Made(str):
+    """The dotted name of what an object was made by (``m = torch.nn.Linear(2, 2)``: ``m`` is a
+    ``_Made("torch.nn.Linear")``): it reaches routes as its maker does, but writing to it is
+    writing to an instance of the answer's, not into the library's namespace."""
+
+    __slots__ = ()
 
 
 @dataclass(frozen=True)
@@ -125,19 +146,20 @@ class _Reader(ast.NodeVisitor):
                 return self.env[node.id]
             return f"builtins.{node.id}" if hasattr(builtins, node.id) else None
         if isinstance(node, ast.Attribute):
-            base = self.resolve(node.value)
-            return f"{base}.{node.attr}" if base else None
+            return _joined(self.resolve(node.value), node.attr)
         if isinstance(node, ast.Call):
             func = self.resolve(node.func)
             literal = _string(node.args[1]) if len(node.args) > 1 else None
             if func == "builtins.getattr" and literal is not None:
-                base = self.resolve(node.args[0])
-                return f"{base}.{literal}" if base else None
+                return _joined(self.resolve(node.args[0]), literal)
             if func in ("builtins.__import__", "importlib.import_module") and node.args:
                 name = _string(node.args[0])
                 if name is not None:  # __import__("a.b") is a; import_module("a.b") is a.b
                     return name.split(".")[0] if func == "builtins.__import__" else name
-            return func  # a call's result: an instance of what was called, for routes
+            if func in MODULE_MAKERS:
+                return MODULE_MAKERS[func]
+            # A call's result: an instance of what was called, for routes.
+            return _Made(func) if func else None
         if isinstance(node, ast.Subscript):
             base = self.resolve(node.value)
             key = _string(node.slice)
@@ -155,7 +177,27 @@ class _Reader(ast.NodeVisitor):
             self.visit(target)
 
     def reach(self, node: ast.AST, what: str) -> None:
-        self.out.reached.append(Finding(self.cell, getattr(node, "lineno", 1), what))
+        self.out.reached.append(Finding(self.cell, getattr(node, "lineno", 1), str(what)))
+
+    def library(self, node: ast.AST) -> str | None:
+        """The library module or class ``node`` names (``routes.LIBRARIES``; not an instance
+        made by calling one, not a library's settings), or None."""
+        name = self.resolve(node)
+        if name is None or isinstance(name, _Made) \
+                or name.split(".")[0] not in routes.LIBRARIES \
+                or any(fnmatch.fnmatchcase(name, p) for p in routes.SETTINGS):
+            return None
+        return name
+
+    def namespace(self, node: ast.AST) -> str | None:
+        """The library whose namespace dict ``node`` is (``torch.__dict__``, ``vars(torch)``,
+        ``sys.modules``), or None."""
+        if isinstance(node, ast.Attribute) and node.attr == "__dict__":
+            return self.library(node.value)
+        if isinstance(node, ast.Call) and self.resolve(node.func) == "builtins.vars" \
+                and node.args:
+            return self.library(node.args[0])
+        return "sys.modules" if self.resolve(node) == "sys.modules" else None
 
     def hide(self, node: ast.AST, what: str) -> None:
         self.out.hiding.append(Finding(self.cell, getattr(node, "lineno", 1), what))
@@ -292,6 +334,8 @@ class _Reader(ast.NodeVisitor):
             self.define(node.id, None)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
+        if isinstance(node.ctx, ast.Store | ast.Del) and self.library(node.value):
+            self.reach(node, routes.LIBRARY_WRITE)  # torch.nn.functional.f = f
         dotted = self.resolve(node)
         if dotted is not None:
             self.reach(node, dotted)
@@ -301,6 +345,8 @@ class _Reader(ast.NodeVisitor):
         self.visit(node.value)
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
+        if isinstance(node.ctx, ast.Store | ast.Del) and self.namespace(node.value):
+            self.reach(node, routes.LIBRARY_WRITE)  # vars(torch)["f"] = f
         dotted = self.resolve(node)
         if dotted is not None and self.resolve(node.value) == "sys.modules":
             self.reach(node, dotted)
@@ -314,6 +360,11 @@ class _Reader(ast.NodeVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:
         func = self.resolve(node.func)
+        attr = node.func.attr if isinstance(node.func, ast.Attribute) else None
+        if (func in _ATTR_WRITERS and node.args and self.library(node.args[0])) or (
+                attr in ("__setattr__", "__delattr__") and self.library(node.func.value)) or (
+                attr in _DICT_WRITES and self.namespace(node.func.value)):
+            self.reach(node, routes.LIBRARY_WRITE)  # setattr(torch, "f", f), vars(torch).update
         if func is not None and func.rpartition(".")[2] in _ATTR_FUNCTIONS \
                 and func.startswith("builtins.") and len(node.args) > 1:
             literal = _string(node.args[1])
@@ -343,6 +394,13 @@ class _Reader(ast.NodeVisitor):
                     "numpy.full") and len(node.args) > 1 and _complex_dtype(node.args[-1]):
             self.reach(node, routes.COMPLEX_DTYPE)
         self.generic_visit(node)
+
+
+def _joined(base: str | None, attr: str) -> str | None:
+    """``base.attr``, an instance's attribute if ``base`` is one (``_Made``)."""
+    if not base:
+        return None
+    return _Made(f"{base}.{attr}") if isinstance(base, _Made) else f"{base}.{attr}"
 
 
 def _string(node: ast.AST | None) -> str | None:
@@ -650,6 +708,9 @@ def _shown(name: str) -> str:
         return "a complex dtype"
     if name == routes.FORGED_IDENTITY:
         return "code given another module's name (__module__ or __qualname__)"
+    if name == routes.LIBRARY_WRITE:
+        return ("code written into a library's namespace (an attribute of its module or class "
+                "set, by assignment, setattr or its __dict__)")
     return name.lstrip(".") if name.startswith(".") else name
 
 
