@@ -287,3 +287,76 @@ def test_jaxpr_primitives_counts_inside_jit_scan_and_custom_rules():
     unrolled = [sum(jaxpr_primitives(jax.make_jaxpr(lambda xs: sum(jnp.sin(x) for x in xs))(
         jnp.ones(n))).values()) for n in (2, 9)]
     assert unrolled[0] < unrolled[1]
+
+
+def test_jaxpr_constants_finds_a_table_the_program_looks_values_up_in():
+    """13.2 (attack review, 4/4): warm-up factors for 100,000 steps worked out in numpy and indexed
+    by the step in the program. The largest constant, wherever it sits (the program's consts, a
+    jit or scan inside it), is the table's size; a program that computes the factor holds only
+    scalars."""
+    jax = pytest.importorskip("jax")
+    import numpy as np
+    from jax import lax
+
+    from course_utils.grading.checks import jaxpr_constants
+
+    jnp = jax.numpy
+    table = np.minimum(np.arange(100_000) + 1, 10) / 10
+
+    def looked_up(step):
+        return jnp.asarray(table)[step]
+
+    def computed(step):
+        return jnp.minimum(step + 1, 10) / 10
+
+    assert jaxpr_constants(jax.make_jaxpr(looked_up)(3)) == 100_000
+    inner = jax.make_jaxpr(lambda s: lax.scan(lambda c, x: (c + looked_up(s), c), 0.0,
+                                              jnp.ones(2))[0])(3)
+    assert jaxpr_constants(inner) == 100_000
+    assert jaxpr_constants(jax.make_jaxpr(jax.jit(looked_up))(3)) == 100_000
+    assert jaxpr_constants(jax.make_jaxpr(computed)(3)) <= 1
+
+
+def test_moved_result_moves_a_solvers_solution_and_puts_the_solver_back():
+    """13.4 (attack review, 6/6): a backward rule that works the cube root out again in closed
+    form, ignoring the solution. With the solver's while_loop made to return a moved root, a rule
+    that uses the solution it is handed gives the derivative at the moved root; the closed form
+    gives the unmoved one. Central differences of the numpy cube root are the reference."""
+    jax = pytest.importorskip("jax")
+    import numpy as np
+    from jax import lax
+
+    from course_utils.grading.checks import moved_result
+
+    jnp = jax.numpy
+
+    def newton(c):
+        def step(state):
+            x, _, n = state
+            return x - (x**3 - c) / (3 * x**2), x, n + 1
+
+        x0 = jnp.maximum(c, 1.0)
+        return lax.while_loop(lambda s: (s[2] < 100) & jnp.any(s[0] != s[1]), step,
+                              step((x0, x0, 0)))[0]
+
+    def rule(backward):
+        f = jax.custom_vjp(newton)
+        f.defvjp(lambda c: (newton(c), (newton(c), c)), backward)
+        return jax.grad(lambda c: jnp.sum(f(c)))
+
+    from_solution = rule(lambda res, g: (g / (3 * res[0] ** 2),))
+    closed_form = rule(lambda res, g: (g / (3 * jnp.cbrt(res[1]) ** 2),))
+    c, eps = jnp.array([0.5, 2.0, 27.0]), 1e-6  # float32 unless JAX runs in 64 bits
+    c64 = np.asarray(c, dtype=np.float64)
+    central = (np.cbrt(c64 + eps) - np.cbrt(c64 - eps)) / (2 * eps)
+    for slope in (from_solution, closed_form):
+        assert np.allclose(slope(c), central, rtol=1e-5)
+    original = lax.while_loop
+    jax.clear_caches()
+    with moved_result(lax, "while_loop", 1.01):
+        moved = np.cbrt(c64) * 1.01
+        assert np.allclose(newton(c), moved, rtol=1e-6)
+        assert np.allclose(from_solution(c), 1 / (3 * moved**2), rtol=1e-5)
+        assert not np.allclose(closed_form(c), 1 / (3 * moved**2), rtol=1e-3)
+    jax.clear_caches()
+    assert lax.while_loop is original

@@ -30,6 +30,11 @@ check can tell an answer in numpy by hand from one that called PyTorch (lesson 1
 records any numpy operation that meets a complex number with them: a rule that evaluates its op
 at ``x + i h t`` (the complex step) rather than pushing the tangent through the derivative
 (exercise 01.4).
+
+**Provenance of a derivative rule.** ``moved_result`` makes a solver return a solution moved a
+little, so a check can tell a rule that uses the solution it is handed (13.4's implicit
+derivative) from one that works it out again another way (a closed form): only the first gives
+the derivative at the moved solution.
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 __all__ = ["AtenOps", "ForbiddenCall", "check_predictions", "digest", "forbid",
-           "jaxpr_primitives", "literal_assignments"]
+           "jaxpr_constants", "jaxpr_primitives", "literal_assignments", "moved_result"]
 
 
 class ForbiddenCall(AssertionError):
@@ -259,6 +264,61 @@ def jaxpr_primitives(jaxpr: Any) -> collections.Counter:
             counts[eqn.primitive.name] += 1
             pending.extend(getattr(sub, "jaxpr", sub) for sub in jaxprs_in_params(eqn.params))
     return counts
+
+
+def jaxpr_constants(jaxpr: Any) -> int:
+    """The number of values in the largest constant a JAX ``(Closed)Jaxpr`` holds: its consts,
+    those of the jaxprs inside its equations, and array literals. A program that looks a value
+    up in a table worked out beforehand holds the table (13.2: 100,000 warm-up factors indexed by
+    the step scored 4/4), where one that computes it holds a few scalars."""
+    import numpy as np
+    from jax.extend.core import jaxprs_in_params
+
+    largest, pending = 0, [jaxpr]
+    while pending:
+        item = pending.pop()
+        for value in getattr(item, "consts", ()):
+            largest = max(largest, int(np.size(value)))
+        for eqn in getattr(item, "jaxpr", item).eqns:
+            for var in eqn.invars:
+                if hasattr(var, "val"):  # a Literal
+                    largest = max(largest, int(np.size(var.val)))
+            for value in eqn.params.values():  # a closed jaxpr's consts (jit, scan, cond)
+                for inner in value if isinstance(value, tuple | list) else (value,):
+                    if hasattr(inner, "jaxpr"):
+                        for const in getattr(inner, "consts", ()):
+                            largest = max(largest, int(np.size(const)))
+            pending.extend(jaxprs_in_params(eqn.params))
+    return largest
+
+
+@contextlib.contextmanager
+def moved_result(owner: Any, name: str, factor: float) -> Iterator[None]:
+    """While open, the function ``owner.name`` (a solver, or the loop it runs in, such as
+    ``jax.lax.while_loop``) returns its result with its first value (the first of a tuple)
+    multiplied by ``factor``; restored afterwards::
+
+        with moved_result(jax.lax, "while_loop", 1.004):
+            slope = jax.grad(cube_root)(c)  # from the rule, at the moved solution
+
+    A rule that uses the solution the forward pass hands it gives the derivative at the moved
+    solution; one that works the solution out again (a closed form, 13.4: 6/6) does not. Look the
+    function up in ``owner`` when it is called (``lax.while_loop(...)``), as the course's solvers
+    do, and clear JAX's caches before and after, so that nothing traced earlier is reused."""
+    original = getattr(owner, name)
+
+    @functools.wraps(original)
+    def moved(*args: Any, **kwargs: Any) -> Any:
+        out = original(*args, **kwargs)
+        if isinstance(out, tuple):
+            return (out[0] * factor, *out[1:])
+        return out * factor
+
+    setattr(owner, name, moved)
+    try:
+        yield
+    finally:
+        setattr(owner, name, original)
 
 
 class ComplexUse:
