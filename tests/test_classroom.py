@@ -89,14 +89,13 @@ def test_one_thread_per_library_and_the_cpu_by_default():
 
 
 @pytest.mark.slow
-def test_a_grading_kernel_runs_one_thread_in_numpy_and_torch(monkeypatch):
-    monkeypatch.setattr(classroom, "KERNEL_ENV", kernel_environment(1))
+def test_a_grading_kernel_runs_one_thread_in_numpy_and_torch():
     code = ("import os, threadpoolctl, numpy, torch\n"
             "pools = {p['internal_api']: p['num_threads'] for p in "
             "threadpoolctl.threadpool_info()}\n"
             "print(torch.get_num_threads(), max(pools.values()), "
             "repr(os.environ['CUDA_VISIBLE_DEVICES']), torch.cuda.is_available())")
-    with Kernel(sandbox=False) as k:
+    with Kernel(sandbox=False, env=kernel_environment(1)) as k:
         reply = k.execute(code, timeout=120)
     assert reply.status == "ok", reply.evalue
     assert reply.stdout.split() == ["1", "1", "''", "False"], reply.stdout

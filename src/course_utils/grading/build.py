@@ -41,27 +41,12 @@ from course_utils.grading.format import (
     strip_solutions,
     validate,
 )
-
-#: Cell metadata written by Jupyter's "record timing" setting and the ExecuteTime extension.
-TIMING_KEYS = ("execution", "ExecuteTime")
-#: In a release (no solutions/), the exercise notebooks as built: the checks course-grade
-#: restores when a learner grades their own work.
-RELEASE_CHECKS = ".course-checks"
-
-
-def find_course_root(start: Path | None = None, folder: str = "solutions") -> Path:
-    """The course repository: the first folder, from ``start`` (default: cwd) upward, that holds
-    ``folder`` (default ``solutions/``) and ``pyproject.toml``; failing that, the checkout this
-    package lives in."""
-    here = (start or Path.cwd()).resolve()
-    package_checkout = Path(__file__).resolve().parents[3]  # src/course_utils/grading/build.py
-    for candidate in [here, *here.parents, package_checkout]:
-        if (candidate / folder).is_dir() and (candidate / "pyproject.toml").is_file():
-            return candidate
-    raise FileNotFoundError(
-        f"no course repository (a folder with {folder}/ and pyproject.toml) above {here}; "
-        "run from inside the course, or pass --solutions"
-    )
+from course_utils.grading.layout import (  # noqa: F401 (build.X as before)
+    RELEASE_CHECKS,
+    TIMING_KEYS,
+    find_course_root,
+    notebook_bytes,
+)
 
 
 def build_notebook(solution: NotebookNode, name: str = "notebook") -> NotebookNode:
@@ -91,12 +76,6 @@ def build_notebook(solution: NotebookNode, name: str = "notebook") -> NotebookNo
             if is_solution(cell):
                 cell.source = strip_solutions(cell.source, exercise_id(cell))
     return nb
-
-
-def notebook_bytes(nb: NotebookNode) -> bytes:
-    """The file contents nbformat writes for ``nb`` (sorted keys, so deterministic)."""
-    text = nbformat.writes(nb)
-    return (text if text.endswith("\n") else text + "\n").encode("utf-8")
 
 
 def plan(solutions: Path, exercises: Path) -> tuple[dict[Path, bytes], list[str]]:

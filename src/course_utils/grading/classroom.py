@@ -67,6 +67,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from course_utils.grading.kernel import (  # noqa: F401 (classroom.X as before)
+    THREAD_VARIABLES,
+    kernel_environment,
+)
 from course_utils.grading.report import (
     CheckResult,
     ExerciseResult,
@@ -77,41 +81,7 @@ from course_utils.grading.report import (
 
 # --- threads and device -------------------------------------------------------------------------
 
-#: Extra environment of every grading kernel; ``course-grade`` sets it from --threads/--device
-#: (``kernel.Kernel`` adds it where it builds a kernel's environment). Empty: nothing changed.
-KERNEL_ENV: dict[str, str] = {}
-
-#: Thread-pool sizes each library reads from the environment when it starts.
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                    "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "TF_NUM_INTRAOP_THREADS",
-                    "TF_NUM_INTEROP_THREADS")
-
-
-def kernel_environment(threads: int | None = 1, device: str = "cpu") -> dict[str, str]:
-    """The variables that give a kernel ``threads`` threads per library and a device.
-
-    OpenMP (PyTorch's CPU ops, oneDNN), MKL, OpenBLAS (numpy), TensorFlow's two pools and XLA
-    (JAX, ``jit_compile``) each start a thread per core by default; four kernels on four cores
-    would run sixteen. ``threads=None`` leaves them alone. ``device="cpu"`` hides GPUs from every
-    framework and tells ``course_utils.devices`` to pick the CPU (``COURSE_DEVICE``); ``"auto"``
-    lets each framework pick.
-
-    >>> kernel_environment(2)["OMP_NUM_THREADS"], kernel_environment(2)["COURSE_DEVICE"]
-    ('2', 'cpu')
-    """
-    env: dict[str, str] = {}
-    if threads is not None:
-        if threads < 1:
-            raise ValueError(f"--threads must be at least 1, got {threads}")
-        env.update(dict.fromkeys(THREAD_VARIABLES, str(threads)))
-        flags = f"--xla_cpu_multi_thread_eigen={'true' if threads > 1 else 'false'} " \
-            f"intra_op_parallelism_threads={threads}"
-        env["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + flags).strip()
-    if device == "cpu":
-        env.update({"COURSE_DEVICE": "cpu", "CUDA_VISIBLE_DEVICES": "", "JAX_PLATFORMS": "cpu"})
-    elif device != "auto":
-        raise ValueError(f"--device must be cpu or auto, got {device!r}")
-    return env
+# kernel_environment (kernel.py) gives the variables; configure() chooses them for a run.
 
 
 def busy_timeout(timeout: float, jobs: int, cores: int | None = None) -> float:
@@ -574,7 +544,7 @@ class ClassRun:
         ``missing``, 0 points (without a roster: each learner seen, for the lessons others
         handed in)."""
         from course_utils.grading.format import exercises
-        from course_utils.grading.grade import _solutions_notebook
+        from course_utils.grading.restore import _solutions_notebook
 
         got = {(self._who(r.learner), Path(r.notebook).stem) for r in reports if r.notebook}
         if self.roster is not None:
@@ -903,16 +873,17 @@ def run_seed(args, run: ClassRun) -> int:
     return draw_seed()
 
 
-def configure(args, jobs: int) -> None:
-    """Set the kernels' threads and device, and stretch the per-cell timeout when there are
-    more kernels than cores (``busy_timeout``); say so when it does."""
-    KERNEL_ENV.clear()
-    KERNEL_ENV.update(kernel_environment(args.threads, args.device))
+def configure(args, jobs: int) -> dict[str, str]:
+    """The kernels' environment for --threads and --device (``kernel_environment``), for
+    ``course-grade`` to hand to every kernel it starts; and stretch the per-cell timeout when
+    there are more kernels than cores (``busy_timeout``), saying so when it does."""
+    env = kernel_environment(args.threads, args.device)
     stretched = busy_timeout(args.timeout, jobs * args.threads)
     if stretched > args.timeout:
         print(f"note: {jobs} kernel(s) x {args.threads} thread(s) on fewer cores: each cell "
               f"gets {stretched:.0f} s instead of {args.timeout:.0f} s", file=sys.stderr)
         args.timeout = stretched
+    return env
 
 
 def finish(run: ClassRun, args, reports: Sequence[NotebookReport]) -> list[NotebookReport]:
@@ -920,7 +891,7 @@ def finish(run: ClassRun, args, reports: Sequence[NotebookReport]) -> list[Noteb
     nothing handed in, added to the CSV (rewritten) and the Canvas file; returns every report,
     the missing ones included."""
     from course_utils.grading.format import exercises
-    from course_utils.grading.grade import _solutions_notebook
+    from course_utils.grading.restore import _solutions_notebook
 
     lessons = sorted({Path(r.notebook).stem for r in reports if r.notebook})
     everything = list(reports) + run.missing(reports, lessons)

@@ -37,9 +37,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from nbformat import NotebookNode
+if TYPE_CHECKING:
+    from nbformat import NotebookNode
 
 BEGIN = "### BEGIN SOLUTION"
 END = "### END SOLUTION"
@@ -50,6 +51,9 @@ BEGIN_LINE = re.compile(rf"^{BEGIN}((?:[ ,]+{EXERCISE_ID})*)$")
 SOLUTION_TAG = "solution"
 CHECK_TAG = "check"
 HIDDEN_TAG = "hidden"
+#: The marker lines that cut a check cell into probe, reference and verdict (``sections``).
+REFERENCE = "### REFERENCE"
+VERDICT = "### VERDICT"
 
 
 class FormatError(ValueError):
@@ -213,6 +217,38 @@ def strip_solutions(source: str, exercise: str) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
+def sections(source: str) -> tuple[str, str, str] | None:
+    """(probe, reference, verdict) of a check cell, or None for a check in the old format.
+
+    Raises ValueError for markers out of order, repeated, or indented.
+
+    >>> sections("report(got=1)\\n### VERDICT\\nassert got == 1")
+    ('report(got=1)\\n', '', 'assert got == 1')
+    """
+    lines = source.splitlines(keepends=True)
+    marks: dict[str, int] = {}
+    for n, line in enumerate(lines):
+        text = line.strip()
+        for marker in (REFERENCE, VERDICT):
+            if text.startswith(marker):
+                if line[0].isspace():
+                    raise ValueError(f"line {n + 1}: {marker} must start the line")
+                if marker in marks:
+                    raise ValueError(f"line {n + 1}: a second {marker}")
+                marks[marker] = n
+    if VERDICT not in marks:
+        if REFERENCE in marks:
+            raise ValueError(f"a {REFERENCE} section needs a {VERDICT} section after it")
+        return None
+    v = marks[VERDICT]
+    r = marks.get(REFERENCE, v)
+    if r > v:
+        raise ValueError(f"{REFERENCE} must come before {VERDICT}")
+    probe = "".join(lines[:r])
+    reference = "".join(lines[r + 1:v]) if REFERENCE in marks else ""
+    return probe, reference, "".join(lines[v + 1:])
+
+
 def validate(nb: NotebookNode, name: str, *, stubs: bool = False) -> None:
     """Raise FormatError listing every problem in a solutions notebook (one line each).
 
@@ -292,8 +328,6 @@ def validate(nb: NotebookNode, name: str, *, stubs: bool = False) -> None:
                 problem(i, f"is a check cell with solution markers; move the answer to a "
                         f"solution cell of exercise {ex}")
             try:
-                from course_utils.grading.verdict import sections
-
                 sections(cell.source)
             except ValueError as e:
                 problem(i, f"its probe, reference and verdict sections are out of order: {e}")

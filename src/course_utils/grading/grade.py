@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import copy
 import ctypes
 import dataclasses
 import hashlib
@@ -22,7 +21,7 @@ import json
 import re
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -34,7 +33,6 @@ from course_utils.grading import classroom, static
 from course_utils.grading import key as answer_key
 from course_utils.grading import sandbox as bwrap
 from course_utils.grading import verdict as verdicts
-from course_utils.grading.build import RELEASE_CHECKS, find_course_root
 from course_utils.grading.format import (
     describe,
     exercise_id,
@@ -54,6 +52,7 @@ from course_utils.grading.kernel import (
     fair_share,
     kill_descendants,
 )
+from course_utils.grading.layout import RELEASE_CHECKS, find_course_root
 from course_utils.grading.report import (
     CheckResult,
     ExerciseResult,
@@ -65,7 +64,7 @@ from course_utils.grading.report import (
     to_json,
     write_csv,
 )
-from course_utils.grading.restore import restore_checks
+from course_utils.grading.restore import _SOLUTIONS, _solutions_notebook, restore_checks
 from course_utils.grading.run import CellResult, code_cells, run_notebook, time_budget
 
 GRADER = Path(__file__).resolve().parent  # course_utils/grading: this code and checks.py
@@ -177,7 +176,8 @@ def grade_notebook(path: str | Path, solutions: str | Path, *, timeout: float = 
                    learner: str | None = None, sandbox: bool = False,
                    limits: Limits | None = None, hidden: Sequence[Path] = (),
                    canonical: Path | None = None, guard: CourseGuard | None = None,
-                   links: bool = True, seed: int | None = None) -> NotebookReport:
+                   links: bool = True, seed: int | None = None,
+                   kernel_env: Mapping[str, str] | None = None) -> NotebookReport:
     """Grade one notebook file against the matching notebook in ``solutions``.
 
     Never raises for anything a learner can do to the file: an unreadable file, a broken cell or
@@ -186,6 +186,7 @@ def grade_notebook(path: str | Path, solutions: str | Path, *, timeout: float = 
     link (a file found in a class folder). ``seed``: the grading run's seed, from which the
     checks draw their inputs, given to the kernel and to the answer key's clean kernel (default:
     ``session_seed()``, one drawn for this process; ``course-grade`` draws one per run).
+    ``kernel_env``: its kernels' threads and device (``classroom.configure``; default none).
     """
     path, solutions = Path(path), Path(solutions)
     seed = session_seed() if seed is None else int(seed)
@@ -210,7 +211,7 @@ def grade_notebook(path: str | Path, solutions: str | Path, *, timeout: float = 
         if nb is None:
             raise _Ungradable(problem)
         specs = verdicts.specs(reference.cells)
-        key = _answer_key(canonical_path, solutions, reference, seed) if specs else None
+        key = _answer_key(canonical_path, solutions, reference, seed, kernel_env) if specs else None
         restored = restore_checks(nb, reference)
         code = code_cells(restored.notebook)
         labels = restored.labels()
@@ -220,7 +221,7 @@ def grade_notebook(path: str | Path, solutions: str | Path, *, timeout: float = 
             restored.notebook, timeout, canonical_path.name, sandbox=sandbox, limits=limits,
             hidden=[solutions, answer_key.folder(solutions), *hidden], labels=labels,
             budget=time_budget(len(code_cells(reference)) + EXTRA_CELLS, timeout),
-            specs=specs, key=key, references=key is None, seed=seed)
+            specs=specs, key=key, references=key is None, seed=seed, env=kernel_env)
         if specs and key is None:
             report.notes.append("this copy of the course has no answer key: the expected "
                                 "values were worked out in your own kernel, and predictions "
@@ -280,8 +281,8 @@ def _has_answers(nb: NotebookNode) -> bool:
     return False
 
 
-def _answer_key(path: Path, solutions: Path, nb: NotebookNode, seed: int
-                ) -> answer_key.AnswerKey | None:
+def _answer_key(path: Path, solutions: Path, nb: NotebookNode, seed: int,
+                env: Mapping[str, str] | None = None) -> answer_key.AnswerKey | None:
     """The key of the canonical notebook at ``path`` for ``seed``: as read before grading
     began, else read or built now; None in a release (no answers to build it from)."""
     found = _KEYS.get((path.resolve(), seed))
@@ -290,7 +291,7 @@ def _answer_key(path: Path, solutions: Path, nb: NotebookNode, seed: int
     if not _has_answers(nb):
         return None
     try:
-        key = answer_key.load(path, solutions, seed=seed)
+        key = answer_key.load(path, solutions, seed=seed, env=env)
     except answer_key.KeyError_ as e:
         raise _Ungradable(f"the answer key cannot be built: {e}") from None
     if key is not None:
@@ -520,18 +521,6 @@ def _cpu_limited(limits: Limits | None, budget: float) -> Limits:
     if limits.cpu_seconds is None:
         limits = dataclasses.replace(limits, cpu_seconds=int(budget))
     return limits
-
-
-#: The solutions notebooks as ``main`` read them before grading anything: a submission graded
-#: without the sandbox may rewrite the files while others are being graded.
-_SOLUTIONS: dict[Path, NotebookNode] = {}
-
-
-def _solutions_notebook(path: Path) -> NotebookNode:
-    """The solutions notebook at ``path``: as read before grading started (``main``), else from
-    the file; an unreadable one raises."""
-    found = _SOLUTIONS.get(path.resolve())
-    return copy.deepcopy(found) if found is not None else nbformat.read(path, as_version=4)
 
 
 def _find_canonical(path: Path, nb: NotebookNode | None, solutions: Path) -> Path | None:
@@ -773,7 +762,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"{jobs} ignored), so that a change to the course's files is blamed on the "
                   "submission that made it", file=sys.stderr)
             jobs = 1
-    classroom.configure(args, jobs)  # kernels' threads and device; timeout on a busy machine
+    kernel_env = classroom.configure(args, jobs)  # threads, device; timeout on a busy machine
     if argv is None:  # the command line (not a call from Python, e.g. in a lesson's kernel)
         _harden()
     _KEYS.clear()  # the answer keys for this run's seed, read (or built) before any submission
@@ -783,7 +772,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if nb is not None and verdicts.specs(nb.cells) and _has_answers(nb):
             print(f"answer key of {path.name} ...", file=sys.stderr, flush=True)
             try:
-                _answer_key(path, solutions, nb, seed)
+                _answer_key(path, solutions, nb, seed, kernel_env)
             except _Ungradable as e:  # each of its submissions says so in its rows
                 print(f"error: {e}", file=sys.stderr)
     hidden = [Path(p).resolve() for p in args.paths]
@@ -807,7 +796,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             return grade_notebook(path, solutions, timeout=args.timeout, learner=learner,
                                   sandbox=sandbox, limits=limits, hidden=hidden,
-                                  canonical=forced, guard=guard, links=given, seed=seed)
+                                  canonical=forced, guard=guard, links=given, seed=seed,
+                                  kernel_env=kernel_env)
         except Exception as e:  # a bug met by an odd file: that file's row says so, the rest
             return NotebookReport(_printable(str(path)), _printable(learner), "", [],  # goes on
                                   error=f"the grader failed on this file: {type(e).__name__}: "

@@ -122,8 +122,8 @@ def _pin(root: Path, name: str) -> str:
 def checks_notebook(solution: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """The bundle's copy of a solutions notebook: every solution region replaced by its stub
     (as in ``exercises/``), outputs cleared, the hidden checks kept."""
-    from course_utils.grading.build import TIMING_KEYS
     from course_utils.grading.format import exercise_id, is_solution, strip_solutions
+    from course_utils.grading.layout import TIMING_KEYS
 
     nb = copy.deepcopy(solution)
     for cell in nb.cells:
@@ -142,8 +142,8 @@ def build_bundle(root: Path, target: Path, lessons_arg: str | None = None,
     ValueError if ``target`` exists or a lesson is unknown; ``key.KeyError_`` if a lesson's
     answer key cannot be built (its solutions fail their own checks)."""
     from course_utils.grading import key as answer_key
-    from course_utils.grading.build import notebook_bytes
     from course_utils.grading.format import validate
+    from course_utils.grading.layout import notebook_bytes
     from course_utils.grading.release import parse_lessons
 
     target = Path(target)
@@ -284,7 +284,7 @@ def run(autograder: Path) -> dict:
     bubblewrap, and a bundle that does not allow it, the results say why nothing was graded
     (the output begins with ``REFUSED``)."""
     _preload()
-    from course_utils.grading import classroom, grade
+    from course_utils.grading import classroom, grade, restore
     from course_utils.grading import key as answer_key
     from course_utils.grading import sandbox as bwrap
 
@@ -316,10 +316,10 @@ def run(autograder: Path) -> dict:
         note = UNSANDBOXED
     # Everything the grader reads of the course, read now, before any submission runs.
     seed = secrets.choice([int(s) for s in settings.get("seeds") or [DEFAULT_SEED]])
-    grade._SOLUTIONS.clear()
+    restore._SOLUTIONS.clear()
     grade._KEYS.clear()
     for path in sorted(checks.glob("*.ipynb")):
-        grade._SOLUTIONS[path.resolve()] = nbformat.read(path, as_version=4)
+        restore._SOLUTIONS[path.resolve()] = nbformat.read(path, as_version=4)
         stored = answer_key.cache_path(path, seed=seed)
         if stored.is_file():
             grade._KEYS[(path.resolve(), seed)] = answer_key.AnswerKey.from_json(
@@ -332,7 +332,7 @@ def run(autograder: Path) -> dict:
         return _refuse(out, t0, f"{REFUSED}: without the sandbox the grader must delete the "
                        f"checks and answer key from {source} before a submission runs, and "
                        "could not.")
-    classroom.KERNEL_ENV.update(classroom.kernel_environment(None, "cpu"))  # one learner: all cores
+    kernel_env = classroom.kernel_environment(None, "cpu")  # one learner: all cores
     reports = []
     for path in notebooks:
         guard = None if sandbox else grade.CourseGuard(
@@ -340,7 +340,7 @@ def run(autograder: Path) -> dict:
         report = grade.grade_notebook(path, checks, learner="you", sandbox=sandbox,
                                       hidden=[submission, out], guard=guard, links=False,
                                       canonical=canonicals[path],
-                                      seed=seed)
+                                      seed=seed, kernel_env=kernel_env)
         report.path = str(path.relative_to(submission))
         reports.append(report)
     missing = "" if notebooks else f"No notebook was handed in: upload {lessons}."

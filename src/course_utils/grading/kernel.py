@@ -66,6 +66,38 @@ ENVIRONMENT = frozenset({
     "COURSE_DEVICE", "COURSE_VIZ_RENDERER",
 })
 
+#: Thread-pool sizes each library reads from the environment when it starts.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                    "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "TF_NUM_INTRAOP_THREADS",
+                    "TF_NUM_INTEROP_THREADS")
+
+
+def kernel_environment(threads: int | None = 1, device: str = "cpu") -> dict[str, str]:
+    """The variables that give a kernel ``threads`` threads per library and a device.
+
+    OpenMP (PyTorch's CPU ops, oneDNN), MKL, OpenBLAS (numpy), TensorFlow's two pools and XLA
+    (JAX, ``jit_compile``) each start a thread per core by default; four kernels on four cores
+    would run sixteen. ``threads=None`` leaves them alone. ``device="cpu"`` hides GPUs from every
+    framework and tells ``course_utils.devices`` to pick the CPU (``COURSE_DEVICE``); ``"auto"``
+    lets each framework pick.
+
+    >>> kernel_environment(2)["OMP_NUM_THREADS"], kernel_environment(2)["COURSE_DEVICE"]
+    ('2', 'cpu')
+    """
+    env: dict[str, str] = {}
+    if threads is not None:
+        if threads < 1:
+            raise ValueError(f"--threads must be at least 1, got {threads}")
+        env.update(dict.fromkeys(THREAD_VARIABLES, str(threads)))
+        flags = f"--xla_cpu_multi_thread_eigen={'true' if threads > 1 else 'false'} " \
+            f"intra_op_parallelism_threads={threads}"
+        env["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + flags).strip()
+    if device == "cpu":
+        env.update({"COURSE_DEVICE": "cpu", "CUDA_VISIBLE_DEVICES": "", "JAX_PLATFORMS": "cpu"})
+    elif device != "auto":
+        raise ValueError(f"--device must be cpu or auto, got {device!r}")
+    return env
+
 
 @dataclass
 class Limits:
@@ -296,8 +328,6 @@ class Kernel:
             tmp.mkdir()
             home.mkdir()
             env.update({"HOME": str(home), "TMPDIR": str(tmp)})
-        from course_utils.grading.classroom import KERNEL_ENV  # course-grade --threads/--device
-        env.update(KERNEL_ENV)
         env.update(self.extra_env)
         env[RUN_MARK] = self.token
         return env

@@ -31,6 +31,7 @@ import os
 import secrets
 import threading
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -129,10 +130,10 @@ def uses_key(nb: NotebookNode) -> bool:
 
 
 def build(path: Path, data: bytes | None = None, timeout: float = 120.0,
-          seed: int = DEFAULT_SEED) -> AnswerKey:
+          seed: int = DEFAULT_SEED, env: Mapping[str, str] | None = None) -> AnswerKey:
     """Run the solutions notebook at ``path`` in a clean kernel given ``seed`` (the grading
     run's) and collect its key. Raises ``KeyError_`` naming the cell (and the seed) when the
-    solutions fail one of their own checks."""
+    solutions fail one of their own checks. ``env``: the kernel's variables (threads, device)."""
     from course_utils.grading.run import code_cells, run_notebook
 
     data = path.read_bytes() if data is None else data
@@ -142,7 +143,7 @@ def build(path: Path, data: bytes | None = None, timeout: float = 120.0,
     if not needs_kernel(nb):
         return key
     results, _ = run_notebook(nb, timeout, path.name, probe=False, specs=specs, key=key,
-                              references=True, seed=int(seed))
+                              references=True, seed=int(seed), env=env)
     problems = []
     for cell, result in zip(code_cells(nb), results, strict=True):
         spec = specs.get(str(cell.get("id", "")))
@@ -165,8 +166,8 @@ def cache_path(path: Path, solutions: Path | None = None, seed: int = DEFAULT_SE
 
 
 def load(path: Path, solutions: Path | None = None, *, data: bytes | None = None,
-         create: bool = True, timeout: float = 120.0, seed: int = DEFAULT_SEED
-         ) -> AnswerKey | None:
+         create: bool = True, timeout: float = 120.0, seed: int = DEFAULT_SEED,
+         env: Mapping[str, str] | None = None) -> AnswerKey | None:
     """The key of the solutions notebook at ``path`` for ``seed``: from the cache when it is
     the key of these bytes and that seed, else built (``create``) and cached; None when not
     cached and not ``create``."""
@@ -183,7 +184,7 @@ def load(path: Path, solutions: Path | None = None, *, data: bytes | None = None
             pass
         if not create:
             return None
-        key = build(path, data, timeout, seed)
+        key = build(path, data, timeout, seed, env)
         save(cache, key.to_json())
         _prune(cache.parent, path.stem)
         return key

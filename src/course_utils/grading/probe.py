@@ -47,18 +47,10 @@ import os
 import sys
 from typing import Any
 
+from course_utils.grading.transport import DTYPES, MAX_DEPTH, MAX_REPORT_BYTES, decode_value
+
 __all__ = ["MAX_REPORT_BYTES", "DTYPES", "DEFAULT_SEED", "SEED_VARIABLE", "dumps", "encode",
            "predicted", "prediction", "report", "run_rng", "run_seed"]
-
-#: Most bytes of JSON one check may report (a report over it is refused in the kernel, and
-#: refused again by the grader).
-MAX_REPORT_BYTES = 4 * 2**20
-#: Deepest nesting of lists, tuples and dicts in a report.
-MAX_DEPTH = 24
-#: The numpy dtypes an array in a report may have: numbers and booleans only (no objects,
-#: no strings, no structured dtypes), sent little-endian.
-DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-          "float16", "float32", "float64", "complex64", "complex128")
 
 _pending: dict[str, str] = {}  # name -> its encoded value (JSON), for the grader to take
 _cell: list[Any] = [None]  # the execution count the pending reports belong to
@@ -176,7 +168,6 @@ def report(**fields: Any) -> None:
         _pending.clear()
         _cell[0] = count
     caller = sys._getframe(1).f_globals
-    from course_utils.grading.verdict import decode_value  # plain: as the grader sees it
 
     for name, value in fields.items():
         encoded = encode(value, f"`{name}`")
@@ -185,7 +176,7 @@ def report(**fields: Any) -> None:
             del _pending[name]
             raise ReportError(f"report: `{name}` makes this check's report larger than "
                               f"{MAX_REPORT_BYTES // 2**20} MB; report a smaller value")
-        caller[name] = decode_value(encoded)
+        caller[name] = decode_value(encoded)  # plain: as the grader sees it
 
 
 def dumps(encoded: Any) -> str:

@@ -39,8 +39,8 @@ from pathlib import Path
 import nbformat
 
 from course_utils.grading import answers_in_package, release_files
-from course_utils.grading.build import RELEASE_CHECKS
 from course_utils.grading.format import is_hidden
+from course_utils.grading.layout import RELEASE_CHECKS
 
 #: Written into every release: which lessons it holds (a later release adds to them).
 MANIFEST = ".course-release.json"

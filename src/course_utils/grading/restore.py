@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
+from pathlib import Path
 
+import nbformat
 from nbformat import NotebookNode
 
 from course_utils.grading.format import (
@@ -34,6 +36,17 @@ from course_utils.grading.format import (
     is_solution,
     tags,
 )
+
+#: The solutions notebooks as ``main`` read them before grading anything: a submission graded
+#: without the sandbox may rewrite the files while others are being graded.
+_SOLUTIONS: dict[Path, NotebookNode] = {}
+
+
+def _solutions_notebook(path: Path) -> NotebookNode:
+    """The solutions notebook at ``path``: as read before grading started (``main``), else from
+    the file; an unreadable one raises."""
+    found = _SOLUTIONS.get(path.resolve())
+    return copy.deepcopy(found) if found is not None else nbformat.read(path, as_version=4)
 
 
 @dataclass

@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 import secrets
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -95,8 +96,12 @@ class NotebookRun:
 
     def __init__(self, timeout: float, *, sandbox: bool = False, limits: Limits | None = None,
                  hidden: list[Path] | None = None, probe: bool = True,
-                 startup_timeout: float = 120.0, seed: int | None = None) -> None:
+                 startup_timeout: float = 120.0, seed: int | None = None,
+                 env: Mapping[str, str] | None = None) -> None:
         self.timeout = timeout
+        #: Variables for every kernel this run starts (``kernel_environment``: threads and
+        #: device, chosen by the command that grades); the seed's is added to them.
+        self.env = dict(env or {})
         #: The grading run's seed, given to every kernel this run starts (``probe.run_seed``);
         #: None: the kernel uses ``probe.DEFAULT_SEED``.
         self.seed = seed
@@ -142,7 +147,9 @@ class NotebookRun:
 
     def start(self) -> None:
         """Start a kernel (KernelError if it cannot) and take the tamper baseline."""
-        env = {} if self.seed is None else {SEED_VARIABLE: str(int(self.seed))}
+        env = dict(self.env)
+        if self.seed is not None:
+            env[SEED_VARIABLE] = str(int(self.seed))
         self.kernel = Kernel(sandbox=self.sandbox, limits=self.limits, hidden=self.hidden,
                              startup_timeout=self.startup_timeout, env=env)
         self.kernel.start()
@@ -633,7 +640,8 @@ def run_notebook(nb: NotebookNode, timeout: float, name: str = "notebook.ipynb",
                  hidden: list[Path] | None = None, probe: bool = True,
                  budget: float | None = None, labels: list[str] | None = None,
                  specs: dict | None = None, key: object = None, references: bool = False,
-                 seed: int | None = None) -> tuple[list[CellResult], list[str]]:
+                 seed: int | None = None, env: Mapping[str, str] | None = None
+                 ) -> tuple[list[CellResult], list[str]]:
     """Run the code cells of ``nb``; one result per code cell, and notes about the run.
 
     After a cell that lost the kernel, a fresh kernel runs the earlier cells again (not the
@@ -643,7 +651,8 @@ def run_notebook(nb: NotebookNode, timeout: float, name: str = "notebook.ipynb",
     in notes. ``specs``, ``key``, ``references``: the probe-and-verdict checks of the canonical
     notebook, the answer key, and whether to work out missing expected values in this kernel
     (see ``NotebookRun``). ``seed``: the grading run's seed, from which the checks' probes
-    (and, without a key, their references) build their inputs (``probe.run_rng``).
+    (and, without a key, their references) build their inputs (``probe.run_rng``). ``env``:
+    variables for its kernels (threads, device: ``kernel.kernel_environment``).
     """
     code = code_cells(nb)
     results: list[CellResult] = []
@@ -653,7 +662,7 @@ def run_notebook(nb: NotebookNode, timeout: float, name: str = "notebook.ipynb",
         budget = time_budget(len(code), timeout)
     deadline = time.monotonic() + budget
     run = NotebookRun(timeout, sandbox=sandbox, limits=limits, hidden=hidden, probe=probe,
-                      seed=seed)
+                      seed=seed, env=env)
     run.labels = list(labels or [])
     run.specs, run.key, run.references = dict(specs or {}), key, references
     try:

@@ -57,26 +57,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from course_utils.grading.transport import ANCHOR as _ANCHOR
+
 _SOURCE = (Path(__file__).with_name("probe_source.py").read_text(encoding="utf-8")
            + "\nraise probe(nonce, mode, want, known, __builtins__)\n")
-#: The interpreter's builtins, found without a name lookup: functions of the import system,
-#: made at start-up, keep the builtins they were made with (a learner's ``__builtins__`` cannot
-#: change them). Three of them must agree and come from the frozen bootstrap, and ``exec`` must
-#: be the C builtin, before the probe runs; else the expression fails (``None['exec']``) and the
-#: probe is reported as failed. Only attribute access, ``is`` and ``==`` on strings are used.
-_FIRST = ("[c for c in ().__class__.__base__.__subclasses__() if c.__module__ == "
-          "'_frozen_importlib' and c.__name__ == {!r}][0]")
-_ANCHOR = ("(lambda F: F[0] if F[0] is F[1] is F[2] and F[0]['exec'].__class__ is "
-           "().__class__.__base__.__subclasses__.__class__ and F[0]['exec'].__name__ == 'exec' "
-           "and F[3] == F[4] == F[5] == '<frozen importlib._bootstrap>' else None)(("
-           f"{_FIRST.format('BuiltinImporter')}.find_spec.__func__.__builtins__, "
-           f"{_FIRST.format('FrozenImporter')}.find_spec.__func__.__builtins__, "
-           f"{_FIRST.format('ModuleSpec')}.__init__.__builtins__, "
-           f"{_FIRST.format('BuiltinImporter')}.find_spec.__func__.__code__.co_filename, "
-           f"{_FIRST.format('FrozenImporter')}.find_spec.__func__.__code__.co_filename, "
-           f"{_FIRST.format('ModuleSpec')}.__init__.__code__.co_filename))")
-
-
 def probe_expression(nonce: str, mode: str = "check", want: Iterable[str] = (),
                      known: dict[str, int] | None = None) -> str:
     """The user expression that runs the probe (see the module docstring). ``known``: the

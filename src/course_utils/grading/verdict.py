@@ -31,8 +31,6 @@ kernel) with the literals of the solutions notebook (in the key). Without a key 
 from __future__ import annotations
 
 import ast
-import base64
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -41,16 +39,18 @@ from typing import Any
 import numpy as np
 
 from course_utils.grading.checks import _canonical, literal_assignments
-from course_utils.grading.probe import DTYPES, MAX_DEPTH, MAX_REPORT_BYTES
-
-REFERENCE = "### REFERENCE"
-VERDICT = "### VERDICT"
-#: At most this many values (scalars, list items, array elements count as one array) in a report.
-MAX_ITEMS = 200_000
-
-
-class TransportError(ValueError):
-    """A report the grader refuses to read: too big, too deep, not the format, a bad array."""
+from course_utils.grading.format import is_check, sections  # noqa: F401 (verdict.sections)
+from course_utils.grading.transport import (  # noqa: F401 (verdict.decode & co. as before)
+    ANCHOR,
+    MAX_DEPTH,
+    MAX_ITEMS,
+    MAX_REPORT_BYTES,
+    TransportError,
+    decode,
+    decode_fields,
+    decode_value,
+    load_json,
+)
 
 
 class Recorded(Exception):  # noqa: N818 (not an error: the check is left to the instructor)
@@ -95,42 +95,8 @@ def reported_names(probe: str) -> frozenset[str] | None:
     return frozenset(names)
 
 
-def sections(source: str) -> tuple[str, str, str] | None:
-    """(probe, reference, verdict) of a check cell, or None for a check in the old format.
-
-    Raises ValueError for markers out of order, repeated, or indented.
-
-    >>> sections("report(got=1)\\n### VERDICT\\nassert got == 1")
-    ('report(got=1)\\n', '', 'assert got == 1')
-    """
-    lines = source.splitlines(keepends=True)
-    marks: dict[str, int] = {}
-    for n, line in enumerate(lines):
-        text = line.strip()
-        for marker in (REFERENCE, VERDICT):
-            if text.startswith(marker):
-                if line[0].isspace():
-                    raise ValueError(f"line {n + 1}: {marker} must start the line")
-                if marker in marks:
-                    raise ValueError(f"line {n + 1}: a second {marker}")
-                marks[marker] = n
-    if VERDICT not in marks:
-        if REFERENCE in marks:
-            raise ValueError(f"a {REFERENCE} section needs a {VERDICT} section after it")
-        return None
-    v = marks[VERDICT]
-    r = marks.get(REFERENCE, v)
-    if r > v:
-        raise ValueError(f"{REFERENCE} must come before {VERDICT}")
-    probe = "".join(lines[:r])
-    reference = "".join(lines[r + 1:v]) if REFERENCE in marks else ""
-    return probe, reference, "".join(lines[v + 1:])
-
-
 def specs(cells: list[Mapping[str, Any]]) -> dict[str, CheckSpec]:
     """The probe-and-verdict checks among ``cells`` (a canonical notebook's), by cell id."""
-    from course_utils.grading.format import is_check
-
     found = {}
     for cell in cells:
         if not is_check(cell) or not cell.get("id"):
@@ -185,13 +151,11 @@ def take(nonce, B):
 def report_expression(nonce: str) -> str:
     """The user expression that takes a probe's report from the kernel (``_TAKE``), run with
     the interpreter's own builtins and answered as an exception's message with ``nonce``."""
-    from course_utils.grading.tamper import _ANCHOR
-
     if not all(c in "0123456789abcdef" for c in nonce):
         raise ValueError("a report's nonce is hex digits")
     source = _TAKE + "\nraise take(nonce, __builtins__)\n"
     return (f"(lambda B: B['exec']({source!r}, {{'__builtins__': B, 'nonce': {nonce!r}, "
-            f"'TAMPERED': {TAMPERED!r}}}))({_ANCHOR})")
+            f"'TAMPERED': {TAMPERED!r}}}))({ANCHOR})")
 
 
 class Tampered(TransportError):  # noqa: N818 (what the grader found, not a bug)
@@ -211,102 +175,6 @@ def parse_report(nonce: str, found: Mapping[str, Any] | None) -> dict[str, Any]:
     if raw.get("nonce") != nonce or not isinstance(raw.get("fields"), dict):
         raise TransportError("the check's report came back altered")
     return decode_fields(raw["fields"])
-
-
-def load_json(text: str | bytes) -> dict[str, Any]:
-    """A JSON object of at most ``MAX_REPORT_BYTES``; TransportError otherwise."""
-    if len(text) > MAX_REPORT_BYTES + 4096:
-        raise TransportError(f"the report is {len(text) / 2**20:.1f} MB; at most "
-                             f"{MAX_REPORT_BYTES / 2**20:.0f} MB")
-    try:
-        raw = json.loads(text)
-    except RecursionError:
-        raise TransportError("the report is nested too deeply") from None
-    except (ValueError, TypeError) as e:
-        raise TransportError(f"the report is not JSON ({str(e)[:100]})") from None
-    if not isinstance(raw, dict):
-        raise TransportError("the report is not a JSON object")
-    return raw
-
-
-def decode(text: str | bytes) -> dict[str, Any]:
-    """A JSON object of encoded fields (``{"got": <encoded>, ...}``) as plain values."""
-    return decode_fields(load_json(text))
-
-
-def decode_fields(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """Encoded fields (name -> ``probe.encode`` output) as plain values, within the limits."""
-    budget = [MAX_ITEMS]
-    out = {}
-    for name, value in raw.items():
-        if not isinstance(name, str) or not name.isidentifier():
-            raise TransportError(f"a report field is named {str(name)[:40]!r}, not a name")
-        out[name] = _decode(value, 0, budget)
-    return out
-
-
-def decode_value(raw: Any) -> Any:
-    """One encoded value (``probe.encode``) as a plain value."""
-    return _decode(raw, 0, [MAX_ITEMS])
-
-
-def _decode(raw: Any, depth: int, budget: list[int]) -> Any:
-    if depth > MAX_DEPTH + 2:
-        raise TransportError(f"the report is nested more than {MAX_DEPTH} deep")
-    budget[0] -= 1
-    if budget[0] < 0:
-        raise TransportError(f"the report holds more than {MAX_ITEMS} values")
-    if raw is None or isinstance(raw, bool | int | float | str):
-        return raw
-    if isinstance(raw, list):
-        return [_decode(v, depth + 1, budget) for v in raw]
-    if not isinstance(raw, dict) or len(raw) != 1:
-        raise TransportError("the report holds an object that is not a tagged value")
-    (tag, body), = raw.items()
-    if tag == "$tuple" and isinstance(body, list):
-        return tuple(_decode(v, depth + 1, budget) for v in body)
-    if tag == "$dict" and isinstance(body, list):
-        out = {}
-        for pair in body:
-            if not isinstance(pair, list) or len(pair) != 2:
-                raise TransportError("a $dict entry is not a [key, value] pair")
-            key = _decode(pair[0], depth + 1, budget)
-            try:
-                out[key] = _decode(pair[1], depth + 1, budget)
-            except TypeError:  # an unhashable key
-                raise TransportError("a $dict key is not hashable") from None
-        return out
-    if tag == "$set" and isinstance(body, list):
-        try:
-            return frozenset(_decode(v, depth + 1, budget) for v in body)
-        except TypeError:
-            raise TransportError("a $set item is not hashable") from None
-    if tag == "$complex" and isinstance(body, list) and len(body) == 2 \
-            and all(isinstance(v, int | float) and not isinstance(v, bool) for v in body):
-        return complex(body[0], body[1])
-    if tag == "$array" and isinstance(body, list) and len(body) == 3:
-        return _array(*body)
-    raise TransportError(f"the report holds an unknown tag {str(tag)[:40]!r}")
-
-
-def _array(dtype: Any, shape: Any, data: Any) -> np.ndarray:
-    if not isinstance(dtype, str) or dtype not in DTYPES:
-        raise TransportError(f"an array of dtype {str(dtype)[:40]!r}: only {', '.join(DTYPES)}")
-    if not isinstance(shape, list) or len(shape) > 32 or not all(
-            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
-        raise TransportError("an array's shape is not a list of sizes")
-    if not isinstance(data, str):
-        raise TransportError("an array's bytes are not base64 text")
-    try:
-        raw = base64.b64decode(data.encode("ascii"), validate=True)
-    except (ValueError, UnicodeEncodeError):
-        raise TransportError("an array's bytes are not base64") from None
-    kind = np.dtype(dtype).newbyteorder("<")
-    count = math.prod(shape)
-    if count * kind.itemsize != len(raw):
-        raise TransportError(f"an array of shape {tuple(shape)} and dtype {dtype} needs "
-                             f"{count * kind.itemsize} bytes, got {len(raw)}")
-    return np.frombuffer(raw, dtype=kind).astype(np.dtype(dtype)).reshape(shape)
 
 
 # -- the verdict ---------------------------------------------------------------------------------
