@@ -715,7 +715,7 @@ def assert_no_cgroup_left(before: set[Path]) -> None:
 
 
 def grader_files() -> dict[Path, bytes]:
-    return {p: p.read_bytes() for p in GRADER.glob("*.py")}
+    return {p: p.read_bytes() for p in GRADER.rglob("*.py")}
 
 
 @pytest.mark.skipif(not SANDBOX, reason="bubblewrap (bwrap) cannot start a sandbox here")

@@ -1,26 +1,26 @@
 """Exercises built from solutions, graded in isolated kernels, and audited against shortcuts.
 
-One concern per module:
+Four layers, each using only itself and the ones below (``tests/test_grading_layers.py``); what
+a lower layer needs (a kernel's environment and limits, the run's seed) is passed down:
 
-- ``format``: the solution markers and the grading metadata (hidden checks included), and the
-  rules a solutions notebook must follow (``validate``);
-- ``build``: ``course-build-exercises``, which writes ``exercises/`` from ``solutions/``, and
-  ``--release`` for a class;
-- ``restore``: puts the canonical check cells (hidden ones too) back into a learner's notebook;
-- ``kernel``: a small Jupyter kernel driver: verdicts from execute replies, output caps, kill all;
-- ``supervise``: the process that owns a kernel's process tree and its resource limits;
-- ``sandbox``: the bubblewrap command line for ``--sandbox``;
-- ``tamper``: the probe and canary that tell whether the kernel is still the one checks expect;
-- ``run``: runs a notebook cell by cell in one kernel, judges each cell, restarts after a crash;
-- ``report``: ``CheckResult``, ``ExerciseResult`` and ``NotebookReport``, and the table, CSV, JSON
-  and HTML views;
-- ``grade``: ``course-grade``, which ties these together (partial credit, one row per exercise);
-- ``audit``: the shortcut audit of every exercise (``tests/fixtures/shortcuts``);
-- ``checks``: helpers for check cells (``forbid``, ``check_predictions``);
-- ``probe``: the kernel side of a probe-and-verdict check (``report``: plain data out);
-- ``verdict``: the grader side (sections, the bounded transport, the verdict run here);
-- ``key``: the answer key, built from the solutions and kept by the instructor.
+1. here, the exercise format and the check protocol, whose paths check cells import:
+   ``format`` (solution markers, grading metadata, a check's sections, ``validate``),
+   ``layout`` (the course's folders, a notebook's bytes), ``probe`` (the kernel's side of a
+   check), ``transport`` (the report's wire format and limits), ``verdict`` (the grader's side),
+   ``checks`` (``forbid``, ``check_predictions``), ``routes``, ``answers_in_package``;
+2. ``running/``: running code safely: ``kernel`` (the kernel driver), ``supervise`` (the process
+   that owns a kernel's processes and limits), ``sandbox`` (bubblewrap), ``tamper`` and
+   ``probe_source`` (the tamper probe), ``guard`` (the course's files, without the sandbox);
+3. ``notebook/``: grading one notebook: ``pipeline`` (``grade_notebook``), ``restore`` (the
+   canonical checks put back), ``run`` (cell by cell, each check judged), ``key`` (the answer
+   key), ``report`` (results and their views), and ``static`` (the answers' source judged);
+4. ``commands/``: what people do with it: ``grade`` (``course-grade``), ``classroom`` (roster,
+   Canvas, CSV, ``--resume``), ``build`` (``course-build-exercises``), ``release`` and
+   ``release_files``, ``gradescope``; and ``audit`` and ``shortcuts`` (the shortcut audit).
 
-The exercise format and how the grader works are documented in CONTRIBUTING.md. Submodules are
-not imported here, so that ``python -m course_utils.grading.grade`` runs without a warning.
+``static``, ``audit`` and ``shortcuts`` still sit in this folder (they were being edited while
+the rest moved); the modules here that only say "moved to" keep the old paths working
+(``course_utils.grading.grade`` is ``course-grade``'s entry point). The exercise format and how
+the grader works are documented in CONTRIBUTING.md. Submodules are not imported here, so that
+``python -m course_utils.grading.grade`` runs without a warning.
 """

@@ -34,6 +34,10 @@ CHECKED_BUILTINS = ("AssertionError", "Exception", "BaseException", "ValueError"
 
 
 def probe(nonce, mode, want, known, B):
+    # Long because: it first checks the builtins it was given and keeps the genuine ones
+    # (id_, getattr_, T, OBJ, ...) as locals; every helper below is a closure over those.
+    # Top-level helpers would look them up in the exec's globals instead, or take a dozen
+    # arguments each, and this file is exec'd in the learner's kernel, never imported.
     """The fingerprint of the kernel, as JSON in the message of the exception returned (to
     be raised: see tamper.py).
 

@@ -1,0 +1,8 @@
+"""Layer 2 of the grader: running a learner's code safely.
+
+The kernel driver (``kernel``), the supervisor that owns a kernel's processes and limits
+(``supervise``), the bubblewrap sandbox (``sandbox``) and the tamper probe (``tamper``, whose
+source the kernel runs is ``probe_source.py``). These use only the format and protocol
+(``course_utils.grading``); what a kernel gets (limits, environment, seed) is passed in by the
+layers above.
+"""
