@@ -262,6 +262,13 @@ def test_the_complex_step_is_a_route_of_reverse_mode_by_hand():
     "class Scale(nn.Module):\n    pass\nScale.__module__ = 'torch.nn.modules.misc'\n",
     "Scale = type('Scale', (nn.Module,), {'__module__': 'torch.nn.modules.misc'})\n",
     "class Scale(nn.Module):\n    pass\nsetattr(Scale, '__qualname__', 'Identity')\n",
+    # Code run in a namespace that claims to be torch's, or compiled under torch's file name
+    # (an 08.1 check asks in which file a node's Python code was written).
+    "ns = {}\nexec('def f(x):\\n    return x', {'__name__': 'torch.nn.functional'}, ns)\n",
+    "scope = dict(__name__='torch.nn.functional', torch=torch)\n",
+    "code = compile('def f(x):\\n    return x', torch.__file__, 'exec')\n",
+    "import os\ncode = compile('x = 1', filename=os.path.join(os.path.dirname(torch.__file__), "
+    "'functional.py'), mode='exec')\n",
 ])
 def test_code_given_another_modules_name_is_a_route_of_every_exercise(answer):
     """08.1's check asks where the graph's code comes from: a leaf module whose class claims to
@@ -270,6 +277,9 @@ def test_code_given_another_modules_name_is_a_route_of_every_exercise(answer):
     assert {route for _, route in found.forbidden} == {static.routes.FORGED_IDENTITY}, found
     assert not judged("08_torchscript_and_after", "08.1",
                       "print(nn.Linear.__module__, getattr(nn.Linear, '__qualname__'))\n").forbidden
+    assert not judged("08_torchscript_and_after", "08.1", (
+        "print(torch.__file__, __name__)\ncode = compile('x = 1', '<mine>', 'exec')\n"
+        "table = {'__doc__': 'mine'}\n")).forbidden
 
 
 @pytest.mark.parametrize("answer, route", [

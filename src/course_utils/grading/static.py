@@ -428,20 +428,37 @@ def _base(node: ast.AST) -> str | None:
 
 
 _IDENTITY = ("__module__", "__qualname__")
+#: Keys of a namespace dict that name the module its code claims to come from: ``__name__`` in
+#: the globals handed to ``exec`` or ``types.FunctionType`` becomes the ``__module__`` of every
+#: function defined there.
+_NAMESPACE_IDENTITY = (*_IDENTITY, "__name__")
 
 
 def _forged_identity(stmt: ast.stmt) -> list[int]:
     """The lines where ``stmt`` gives a class or function another ``__module__`` or
     ``__qualname__``: stored as a name (a class body) or an attribute, a key of a dict literal
-    (``type(name, bases, {...})``), or ``setattr(obj, "__module__", ...)``."""
+    or ``dict(...)`` (``type(name, bases, {...})``, the globals of ``exec``: ``__name__`` too), or
+    ``setattr(obj, "__module__", ...)``; or compiles code under another file's name
+    (``compile(source, torch.__file__, "exec")``: a check that asks where code was written reads
+    its code object's file)."""
     lines = []
     for node in ast.walk(stmt):
+        call = node if isinstance(node, ast.Call) else None
+        name = getattr(call.func, "id", getattr(call.func, "attr", None)) if call else None
+        filename = (call.args[1] if len(call.args) > 1 else next(
+            (k.value for k in call.keywords if k.arg == "filename"), None)) \
+            if name == "compile" else None
         if (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)
                 and node.id in _IDENTITY) or (isinstance(node, ast.Attribute) and isinstance(
                     node.ctx, ast.Store) and node.attr in _IDENTITY) or (isinstance(
-                    node, ast.Dict) and any(_string(k) in _IDENTITY for k in node.keys if k)) \
-                or (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "setattr"
-                    and len(node.args) > 1 and _string(node.args[1]) in _IDENTITY):
+                    node, ast.Dict) and any(_string(k) in _NAMESPACE_IDENTITY
+                                            for k in node.keys if k)) \
+                or (name == "dict" and any(k.arg in _NAMESPACE_IDENTITY for k in call.keywords)) \
+                or (name == "setattr" and len(call.args) > 1
+                    and _string(call.args[1]) in _IDENTITY) \
+                or (filename is not None and any(
+                    (isinstance(n, ast.Attribute) and n.attr == "__file__")
+                    or "site-packages" in (_string(n) or "") for n in ast.walk(filename))):
             lines.append(getattr(node, "lineno", 1))
     return lines
 
@@ -707,7 +724,8 @@ def _shown(name: str) -> str:
     if name == routes.COMPLEX_DTYPE:
         return "a complex dtype"
     if name == routes.FORGED_IDENTITY:
-        return "code given another module's name (__module__ or __qualname__)"
+        return ("code given another module's name (__module__, __qualname__, the __name__ of "
+                "its namespace, or a library's file name)")
     if name == routes.LIBRARY_WRITE:
         return ("code written into a library's namespace (an attribute of its module or class "
                 "set, by assignment, setattr or its __dict__)")
