@@ -20,12 +20,14 @@ bench's; only the machine is made up. Two models of that machine:
   Per-round ratios cancel the shared load but not the modes' own drifts, so consecutive rounds'
   ratios are correlated: an interval that treats them as independent is too narrow.
 
-For each true ratio it prints the share of runs whose decided verdict is false, the share that
-could not tell, and the mean number of rounds taken. The worst false-decision rate must stay at or
-below 5%, the interval's promise (``tests/test_bench.py`` checks a smaller version of this with a
-fixed seed). Run ``python benchmarks/verdicts.py`` (a few minutes on one core; ``--quick`` for a
-smoke test). A true ratio exactly at the margin's edge is left out: any decided word about it is
-right only by the width of a hair (1.10 is inside, 1.12 outside a 10% margin).
+For each true ratio it prints the share of runs whose decided verdict is false, with a 95%
+binomial interval (Clopper-Pearson: the simulation's own sampling error), the share that could
+not tell, and the mean number of rounds taken. The worst false-decision rate must stay at or below
+5%, the interval's promise (``tests/test_bench.py`` checks a smaller version of this with a fixed
+seed). Run ``python benchmarks/verdicts.py`` (about 90 s of CPU at 400 runs a ratio and two
+rhos; ``--quick`` for a smoke test). A true ratio exactly at the margin's edge is left out: any
+decided word about it is right only by the width of a hair (1.10 is inside, 1.12 outside a 10%
+margin).
 """
 
 from __future__ import annotations
@@ -109,6 +111,21 @@ def one_run(rng: np.random.Generator, r: float, kind: str, sigma: float, rho: fl
     return verdict.outcome, verdict.ratio.rounds
 
 
+def rate_interval(count: int, runs: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Clopper-Pearson interval of a rate seen ``count`` times in ``runs``: how far the
+    simulation's own sampling can move it.
+
+    >>> [round(x, 4) for x in rate_interval(20, 400)]
+    [0.0308, 0.0762]
+    """
+    from scipy.stats import beta
+
+    tail = (1 - confidence) / 2
+    low = beta.ppf(tail, count, runs - count + 1) if count > 0 else 0.0
+    high = beta.ppf(1 - tail, count + 1, runs - count) if count < runs else 1.0
+    return float(low), float(high)
+
+
 def simulate(kind: str, runs: int, margin: float, sigma: float, rho: float, seed: int = 0,
              ratios: tuple[float, ...] = TRUE_RATIOS) -> dict[float, tuple[float, float, float]]:
     """true ratio -> (share of false verdicts, share of "cannot tell", mean rounds)."""
@@ -125,14 +142,19 @@ def simulate(kind: str, runs: int, margin: float, sigma: float, rho: float, seed
     return table
 
 
-def show(kind: str, table: dict, margin: float, rho: float) -> float:
+def show(kind: str, table: dict, margin: float, rho: float, runs: int) -> float:
     detail = f", rho {rho}" if kind == "correlated" else ""
     print(f"\n{kind} rounds{detail} (margin {margin:.0%}), bench.compare sampling until decided")
-    print(f"{'true ratio':>10} {'false verdicts':>15} {'cannot tell':>12} {'mean rounds':>12}")
+    print(f"{'true ratio':>10} {'false verdicts [95% interval]':>30} {'cannot tell':>12} "
+          f"{'mean rounds':>12}")
     for r, (wrong, undecided, rounds) in table.items():
-        print(f"{r:>10} {100 * wrong:>14.1f}% {100 * undecided:>11.1f}% {rounds:>12.1f}")
+        low, high = rate_interval(round(wrong * runs), runs)
+        print(f"{r:>10} {100 * wrong:>13.2f}% [{100 * low:.2f}, {100 * high:.2f}]% "
+              f"{100 * undecided:>11.1f}% {rounds:>12.1f}")
     worst = max(w for w, _, _ in table.values())
-    print(f"worst false-verdict rate: {100 * worst:.1f}% (at most 5% is the promise)")
+    low, high = rate_interval(round(worst * runs), runs)
+    print(f"worst false-verdict rate: {100 * worst:.2f}% [{100 * low:.2f}, {100 * high:.2f}]% "
+          f"(at most 5% is the promise)")
     return worst
 
 
@@ -142,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--margin", type=float, default=bench.MARGIN)
     parser.add_argument("--sigma", type=float, default=0.08,
                         help="spread of a sample's log-time (0.08: about 8%%)")
-    parser.add_argument("--rho", type=float, nargs="+", default=[0.5],
+    parser.add_argument("--rho", type=float, nargs="+", default=[0.5, 0.8],
                         help="lag-1 autocorrelation(s) of the correlated model's drifts")
     parser.add_argument("--quick", action="store_true", help="40 runs per ratio: a smoke test")
     parser.add_argument("--seed", type=int, default=0)
@@ -151,10 +173,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{runs} simulated runs per true ratio; sample spread {args.sigma:.0%}; "
           f"lesson 10's settings {LESSON}")
     worst = show("independent", simulate("independent", runs, args.margin, args.sigma, 0.0,
-                                         args.seed), args.margin, 0.0)
+                                         args.seed), args.margin, 0.0, runs)
     for rho in args.rho:
         table = simulate("correlated", runs, args.margin, args.sigma, rho, args.seed)
-        worst = max(worst, show("correlated", table, args.margin, rho))
+        worst = max(worst, show("correlated", table, args.margin, rho, runs))
     print(f"\nworst over every model and ratio: {100 * worst:.1f}%")
     return 0
 
