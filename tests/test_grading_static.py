@@ -371,3 +371,24 @@ def test_the_routes_through_quiet_tensorflow_are_tensorflows():
         "    with net.graph.as_default():\n"
         "        train = v1.train.GradientDescentOptimizer(lr).minimize(net.loss)\n"
         "    return net\n")).forbidden  # 06.3 asks for two bugs fixed: TF's own idiom fixes both
+
+
+@pytest.mark.parametrize("write", [
+    "def put(module, name, f):\n    setattr(module, name, f)\nput(torch.nn.functional, "
+    "'_normalize_py', _normalize_py)",
+    "def put(module, f):\n    module._normalize_py = f\nput(f=_normalize_py, "
+    "module=torch.nn.functional)",
+    "put = lambda m, f: m.__dict__.update(_normalize_py=f)\nput(torch.nn.functional, "
+    "_normalize_py)",
+    "for m in (torch.nn.functional,):\n    m._normalize_py = _normalize_py",
+])
+def test_a_library_written_into_through_a_helper_or_a_loop_is_still_written_into(write):
+    """The same write, one step removed: a function of the answer's that writes into its
+    parameter, called with a library's module; a loop over library modules."""
+    found = judged("08_torchscript_and_after", "08.1", WRAPPED.format(write))
+    assert static.routes.LIBRARY_WRITE in {r for _, r in found.forbidden}, found
+    honest = ("class Box:\n    pass\n\ndef put(obj, value):\n    obj.value = value\n"
+              "put(Box(), 1)\nput(nn.Linear(2, 2), 2)\nfor f in (torch.relu, torch.tanh):\n"
+              "    print(f(torch.ones(2)))\n")
+    assert not judged("08_torchscript_and_after", "08.1",
+                      "fixed = torch.jit.script(Normalize())\n" + honest).forbidden

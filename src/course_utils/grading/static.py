@@ -84,6 +84,9 @@ _DICT_WRITES = ("update", "setdefault", "__setitem__", "__delitem__", "pop", "po
 _ATTR_WRITERS = ("builtins.setattr", "builtins.delattr", "builtins.object.__setattr__",
                  "builtins.object.__delattr__", "builtins.type.__setattr__",
                  "builtins.type.__delattr__")
+#: The key under which ``env`` keeps, for a function of the answer's, which of its parameters
+#: it writes into (``def put(m, f): m.f = f``): "position:name" pairs; no identifier holds "\0".
+_WRITES = "\0writes:"
 _COMPLEX_DTYPES = ("complex", "complex64", "complex128", "complex256", "c8", "c16", "c32",
                    "F", "D", "G", "cfloat", "cdouble", "csingle", "clongdouble")
 
@@ -229,6 +232,8 @@ class _Reader(ast.NodeVisitor):
         value = self.resolve(node.value)
         for target in node.targets:
             self.bind(target, value)
+            if isinstance(node.value, ast.Lambda) and isinstance(target, ast.Name):
+                self.env[_WRITES + target.id] = _writes_into(node.value.args, [node.value.body])
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         if node.value is not None:
@@ -248,7 +253,9 @@ class _Reader(ast.NodeVisitor):
 
     def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
         self.visit(node.iter)
-        self.bind(node.target, None)
+        # `for m in (torch.nn.functional, ...)`: m is a library's module or class in the body.
+        items = node.iter.elts if isinstance(node.iter, ast.Tuple | ast.List | ast.Set) else []
+        self.bind(node.target, next(filter(None, map(self.library, items)), None))
         for child in node.body + node.orelse:
             self.visit(child)
 
@@ -290,6 +297,8 @@ class _Reader(ast.NodeVisitor):
         for child in body:
             self.visit(child)
         self.env, self.local = outer, outer_local
+        if not isinstance(node, ast.Lambda):
+            self.env[_WRITES + node.name] = _writes_into(node.args, body)
 
     visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _function
 
@@ -365,6 +374,13 @@ class _Reader(ast.NodeVisitor):
                 attr in ("__setattr__", "__delattr__") and self.library(node.func.value)) or (
                 attr in _DICT_WRITES and self.namespace(node.func.value)):
             self.reach(node, routes.LIBRARY_WRITE)  # setattr(torch, "f", f), vars(torch).update
+        for written in (self.env.get(_WRITES + node.func.id) or "").split() \
+                if isinstance(node.func, ast.Name) else ():
+            position, name = written.split(":")  # a function of the answer's that writes there
+            given = [a for i, a in enumerate(node.args) if i == int(position)] + [
+                k.value for k in node.keywords if k.arg == name]
+            if any(map(self.library, given)):
+                self.reach(node, routes.LIBRARY_WRITE)  # def put(m): m.f = f; put(torch)
         if func is not None and func.rpartition(".")[2] in _ATTR_FUNCTIONS \
                 and func.startswith("builtins.") and len(node.args) > 1:
             literal = _string(node.args[1])
@@ -394,6 +410,40 @@ class _Reader(ast.NodeVisitor):
                     "numpy.full") and len(node.args) > 1 and _complex_dtype(node.args[-1]):
             self.reach(node, routes.COMPLEX_DTYPE)
         self.generic_visit(node)
+
+
+def _writes_into(args: ast.arguments, body: list[ast.AST]) -> str:
+    """Which parameters a function's ``body`` writes into ("position:name" pairs, a keyword-only
+    one at position -1): sets or deletes their attributes, by assignment, ``setattr``,
+    ``__setattr__`` or their ``__dict__`` (``vars(m)``)."""
+    positional = [a.arg for a in args.posonlyargs + args.args]
+    names = {*positional, *(a.arg for a in args.kwonlyargs)}
+
+    def dict_of(node: ast.AST) -> ast.AST | None:  # m.__dict__ or vars(m): m
+        if isinstance(node, ast.Attribute) and node.attr == "__dict__":
+            return node.value
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "vars" and node.args:
+            return node.args[0]
+        return None
+
+    written = set()
+    for node in (n for part in body for n in ast.walk(part)):
+        targets: list[ast.AST | None] = []
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store | ast.Del):
+            targets.append(node.value)
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store | ast.Del):
+            targets.append(dict_of(node.value))
+        elif isinstance(node, ast.Call):
+            func = node.func
+            if getattr(func, "id", None) in ("setattr", "delattr") and node.args:
+                targets.append(node.args[0])
+            elif isinstance(func, ast.Attribute) and func.attr in ("__setattr__", "__delattr__"):
+                targets += [func.value, *node.args[:1]]  # m.__setattr__, object.__setattr__(m)
+            elif isinstance(func, ast.Attribute) and func.attr in _DICT_WRITES:
+                targets.append(dict_of(func.value))
+        written |= {t.id for t in targets if isinstance(t, ast.Name) and t.id in names}
+    return " ".join(f"{positional.index(n) if n in positional else -1}:{n}"
+                    for n in sorted(written))
 
 
 def _joined(base: str | None, attr: str) -> str | None:
