@@ -12,8 +12,8 @@ import pytest
 
 from course_utils.grading import static
 from course_utils.grading.format import exercise_id, is_solution
-from course_utils.grading.report import ExerciseResult
-from course_utils.grading.run import code_cells
+from course_utils.grading.notebook.report import ExerciseResult
+from course_utils.grading.notebook.run import code_cells
 
 ROOT = Path(__file__).resolve().parents[1]
 _NOTEBOOKS: dict[str, nbformat.NotebookNode] = {}

@@ -465,7 +465,7 @@ def _complex_dtype(node: ast.AST) -> bool:
 @functools.lru_cache(maxsize=4096)
 def _python(source: str) -> str:
     """A cell as the kernel runs it: IPython's input transformations (magics, ``!cmd``)."""
-    from course_utils.grading.tamper import _transform
+    from course_utils.grading.running.tamper import _transform
 
     return _transform(source)
 
