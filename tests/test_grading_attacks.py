@@ -40,6 +40,7 @@ from machine_speed import slowness
 from course_utils.grading import checks, grade, sandbox
 from course_utils.grading.build import build_notebook
 from course_utils.grading.kernel import GiB, Kernel, Limits
+from course_utils.grading.notebook import pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = ROOT / "tests" / "fixtures" / "grading" / "solutions"
@@ -910,7 +911,7 @@ def course_copy(base: Path) -> tuple[Path, Path]:
     """A course at ``base/course`` (the package under test and one file in each folder a
     checkout has) and a class folder at ``base/class``; everyone may read both."""
     course, class_folder = base / "course", base / "class"
-    shutil.copytree(Path(sandbox.__file__).resolve().parents[1], course / "src" / "course_utils",
+    shutil.copytree(Path(checks.__file__).resolve().parents[1], course / "src" / "course_utils",
                     ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", course / "pyproject.toml")
     for name in ("notebooks/00_x.ipynb", "exercises/00_x.ipynb", "solutions/00_x.ipynb",
@@ -1055,7 +1056,7 @@ def test_the_cpu_time_limit_is_set_and_stops_a_kernel_past_it(monkeypatch, tmp_p
         seen.update(kw)
         return [], []
 
-    monkeypatch.setattr(grade, "run_notebook", fake_run)
+    monkeypatch.setattr(pipeline, "run_notebook", fake_run)  # what grade_notebook calls
     grade.grade_notebook(ROOT / "tests/fixtures/grading/submissions/full/99_fixture.ipynb",
                          SOLUTIONS, timeout=10)
     assert seen["limits"].cpu_seconds == int(seen["budget"]) > 0

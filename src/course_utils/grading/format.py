@@ -35,7 +35,8 @@ solutions released (``answers_in_package.py``).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -262,92 +263,116 @@ def validate(nb: NotebookNode, name: str, *, stubs: bool = False) -> None:
     """
     problems: list[str] = []
     number = re.match(r"(\d+)_", Path(name).name)  # "02_static_graphs.ipynb" -> exercises 02.k
-    seen_ids: set[str] = set()
-    first_solution: dict[str, int] = {}
-    first_check: dict[str, int] = {}
-    visible: set[str] = set()
+    seen = _Seen()
 
     def problem(index: int, text: str) -> None:
         problems.append(f"{name}: {describe(nb.cells[index], index)}: {text}")
 
     for i, cell in enumerate(nb.cells):
-        cell_id = cell.get("id")
-        if not cell_id:
-            problem(i, "has no cell id; save the notebook with a current Jupyter (nbformat 4.5+)")
-        elif cell_id in seen_ids:
-            problem(i, f"repeats the cell id {cell_id!r}; give it a new one")
-        seen_ids.add(cell_id)
-        role = {t for t in tags(cell) if t in (SOLUTION_TAG, CHECK_TAG)}
-        if HIDDEN_TAG in tags(cell) and role != {CHECK_TAG}:
-            problem(i, "is tagged 'hidden' but is not a check cell; only check cells can be "
-                    "hidden")
-        if cell.cell_type != "code":
-            if role:
-                problem(i, f"is a {cell.cell_type} cell tagged {sorted(role)}; only code cells "
-                        "can be solution or check cells")
-            continue
-        if len(role) == 2:
-            problem(i, "is tagged both 'solution' and 'check'; split it into two cells")
-            continue
-        try:
-            marked = marked_regions(cell.source)
-            regions = [(begin, end) for begin, end, _ in marked]
-            unbalanced = False
-        except ValueError as e:
-            problem(i, f"unbalanced solution markers: {e}")
-            marked, regions, unbalanced = [], [], True
-        ex = exercise_id(cell)
-        for _, _, named in marked:
-            if named and ex not in named:
-                problem(i, f"a marker names {' '.join(named)} but the cell is exercise {ex}; "
-                        f"name {ex} or nothing")
-        if ex and number and (is_solution(cell) or is_check(cell)) \
-                and not ex.startswith(number[1] + "."):
-            problem(i, f"has exercise id {ex!r}; in this notebook ids start with {number[1]}.")
-        if is_solution(cell):
-            if ex is None:
-                problem(i, 'is a solution cell without an exercise id; add metadata '
-                        '{"grading": {"id": "NN.k"}}')
-            else:
-                first_solution.setdefault(ex, i)
-            if not regions and not unbalanced and not stubs:
-                problem(i, f"is a solution cell with no {BEGIN} ... {END} region; "
-                        "mark the answer, or drop the 'solution' tag")
-        elif is_check(cell):
-            if ex is None:
-                problem(i, 'is a check cell without an exercise id; add metadata '
-                        '{"grading": {"id": "NN.k", "points": 1}}')
-            else:
-                first_check.setdefault(ex, i)
-                if HIDDEN_TAG not in tags(cell):
-                    visible.add(ex)
-            if points(cell) is None:
-                problem(i, "is a check cell without points; set grading.points to a positive "
-                        f"number (found {grading(cell).get('points')!r})")
-            if regions:
-                problem(i, f"is a check cell with solution markers; move the answer to a "
-                        f"solution cell of exercise {ex}")
-            try:
-                sections(cell.source)
-            except ValueError as e:
-                problem(i, f"its probe, reference and verdict sections are out of order: {e}")
-        elif regions:
-            problem(i, "has solution markers but is not tagged 'solution'; the answer would "
-                    "be left in the exercise. Tag it and give it a grading id")
-
-    for ex, i in first_solution.items():
-        if ex not in first_check:
-            problem(i, f"exercise {ex} has no check cell; add one tagged 'check' with "
-                    f'{{"grading": {{"id": "{ex}", "points": 1}}}}')
-        elif first_check[ex] < i:
-            problem(first_check[ex], f"the first check of exercise {ex} comes before its "
-                    "solution cell; move it after")
-    for ex, i in first_check.items():
-        if ex not in visible:
-            problem(i, f"every check of exercise {ex} is hidden; keep at least one visible, so "
-                    "the learner can check their work")
-        if ex not in first_solution:
-            problem(i, f"exercise {ex} has a check but no solution cell; add one tagged "
-                    f'\'solution\' with {{"grading": {{"id": "{ex}"}}}}')
+        _validate_cell(cell, i, problem, seen, number[1] if number else None, stubs)
+    _validate_order(seen, problem)
     if problems:
         raise FormatError("\n".join(problems))
+
+
+@dataclass
+class _Seen:
+    """What ``validate`` met in the cells before: their ids, and each exercise's first solution
+    cell, first check cell, and whether a check of it is visible."""
+
+    ids: set[str] = field(default_factory=set)
+    first_solution: dict[str, int] = field(default_factory=dict)
+    first_check: dict[str, int] = field(default_factory=dict)
+    visible: set[str] = field(default_factory=set)
+
+
+def _validate_cell(cell: Mapping[str, Any], i: int, problem: Callable[[int, str], None],
+                   seen: _Seen, number: str | None, stubs: bool) -> None:
+    """The problems of cell ``i`` alone (``validate``), said through ``problem``."""
+    cell_id = cell.get("id")
+    if not cell_id:
+        problem(i, "has no cell id; save the notebook with a current Jupyter (nbformat 4.5+)")
+    elif cell_id in seen.ids:
+        problem(i, f"repeats the cell id {cell_id!r}; give it a new one")
+    seen.ids.add(cell_id)
+    role = {t for t in tags(cell) if t in (SOLUTION_TAG, CHECK_TAG)}
+    if HIDDEN_TAG in tags(cell) and role != {CHECK_TAG}:
+        problem(i, "is tagged 'hidden' but is not a check cell; only check cells can be "
+                "hidden")
+    if cell.cell_type != "code":
+        if role:
+            problem(i, f"is a {cell.cell_type} cell tagged {sorted(role)}; only code cells "
+                    "can be solution or check cells")
+        return
+    if len(role) == 2:
+        problem(i, "is tagged both 'solution' and 'check'; split it into two cells")
+        return
+    try:
+        marked = marked_regions(cell.source)
+        regions = [(begin, end) for begin, end, _ in marked]
+        unbalanced = False
+    except ValueError as e:
+        problem(i, f"unbalanced solution markers: {e}")
+        marked, regions, unbalanced = [], [], True
+    ex = exercise_id(cell)
+    for _, _, named in marked:
+        if named and ex not in named:
+            problem(i, f"a marker names {' '.join(named)} but the cell is exercise {ex}; "
+                    f"name {ex} or nothing")
+    if ex and number and (is_solution(cell) or is_check(cell)) \
+            and not ex.startswith(number + "."):
+        problem(i, f"has exercise id {ex!r}; in this notebook ids start with {number}.")
+    if is_solution(cell):
+        if ex is None:
+            problem(i, 'is a solution cell without an exercise id; add metadata '
+                    '{"grading": {"id": "NN.k"}}')
+        else:
+            seen.first_solution.setdefault(ex, i)
+        if not regions and not unbalanced and not stubs:
+            problem(i, f"is a solution cell with no {BEGIN} ... {END} region; "
+                    "mark the answer, or drop the 'solution' tag")
+    elif is_check(cell):
+        _validate_check(cell, i, ex, bool(regions), problem, seen)
+    elif regions:
+        problem(i, "has solution markers but is not tagged 'solution'; the answer would "
+                "be left in the exercise. Tag it and give it a grading id")
+
+
+def _validate_check(cell: Mapping[str, Any], i: int, ex: str | None, marked: bool,
+                    problem: Callable[[int, str], None], seen: _Seen) -> None:
+    """The problems of check cell ``i`` (``validate``)."""
+    if ex is None:
+        problem(i, 'is a check cell without an exercise id; add metadata '
+                '{"grading": {"id": "NN.k", "points": 1}}')
+    else:
+        seen.first_check.setdefault(ex, i)
+        if HIDDEN_TAG not in tags(cell):
+            seen.visible.add(ex)
+    if points(cell) is None:
+        problem(i, "is a check cell without points; set grading.points to a positive "
+                f"number (found {grading(cell).get('points')!r})")
+    if marked:
+        problem(i, f"is a check cell with solution markers; move the answer to a "
+                f"solution cell of exercise {ex}")
+    try:
+        sections(cell.source)
+    except ValueError as e:
+        problem(i, f"its probe, reference and verdict sections are out of order: {e}")
+
+
+def _validate_order(seen: _Seen, problem: Callable[[int, str], None]) -> None:
+    """Each exercise's solution before its checks, and a visible check (``validate``)."""
+    for ex, i in seen.first_solution.items():
+        if ex not in seen.first_check:
+            problem(i, f"exercise {ex} has no check cell; add one tagged 'check' with "
+                    f'{{"grading": {{"id": "{ex}", "points": 1}}}}')
+        elif seen.first_check[ex] < i:
+            problem(seen.first_check[ex], f"the first check of exercise {ex} comes before its "
+                    "solution cell; move it after")
+    for ex, i in seen.first_check.items():
+        if ex not in seen.visible:
+            problem(i, f"every check of exercise {ex} is hidden; keep at least one visible, so "
+                    "the learner can check their work")
+        if ex not in seen.first_solution:
+            problem(i, f"exercise {ex} has a check but no solution cell; add one tagged "
+                    f'\'solution\' with {{"grading": {{"id": "{ex}"}}}}')

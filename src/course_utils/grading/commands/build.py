@@ -116,8 +116,8 @@ def release(root: Path, target: Path, lessons: str | None = None,
     return []
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Command line entry point; returns the exit status."""
+def _parser() -> argparse.ArgumentParser:
+    """``course-build-exercises``' options."""
     parser = argparse.ArgumentParser(
         prog="course-build-exercises", description="Write exercises/ from solutions/."
     )
@@ -145,7 +145,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="with --gradescope: where bubblewrap cannot start in Gradescope's "
                         "container, grade without the sandbox (every result says so) instead "
                         "of refusing")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line entry point; returns the exit status."""
+    args = _parser().parse_args(argv)
     if args.gradescope:
         from course_utils.grading.commands.gradescope import build_bundle
         try:

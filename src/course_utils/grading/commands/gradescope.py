@@ -11,7 +11,7 @@ the assignment's image, then, for each submission, copies the learner's files to
 The bundle holds the package, the lessons' *checks* (``checks/NN_topic.ipynb``: the solutions
 notebook with every solution region turned into its stub, hidden checks kept) and their answer
 key (``.answer-key/``: the expected values, ``key.py``), never the solution notebooks. Here it
-grades every notebook handed in with ``grade.grade_notebook`` against those checks and writes
+grades every notebook handed in with ``pipeline.grade_notebook`` against those checks and writes
 one Gradescope test per check cell: its score and max_score, its message as output, and its
 visibility: ``visible``, or ``after_published`` for a hidden check, so that its points and its
 message reach the learner only when the instructor publishes the grades. The top-level
@@ -285,9 +285,10 @@ def run(autograder: Path) -> dict:
     bubblewrap, and a bundle that does not allow it, the results say why nothing was graded
     (the output begins with ``REFUSED``)."""
     _preload()
-    from course_utils.grading.commands import classroom, grade
+    from course_utils.grading.commands import classroom
     from course_utils.grading.notebook import key as answer_key
-    from course_utils.grading.notebook import restore
+    from course_utils.grading.notebook import pipeline, restore
+    from course_utils.grading.running import guard as course_guard
     from course_utils.grading.running import sandbox as bwrap
 
     t0 = time.monotonic()
@@ -319,12 +320,12 @@ def run(autograder: Path) -> dict:
     # Everything the grader reads of the course, read now, before any submission runs.
     seed = secrets.choice([int(s) for s in settings.get("seeds") or [DEFAULT_SEED]])
     restore._SOLUTIONS.clear()
-    grade._KEYS.clear()
+    pipeline._KEYS.clear()
     for path in sorted(checks.glob("*.ipynb")):
         restore._SOLUTIONS[path.resolve()] = nbformat.read(path, as_version=4)
         stored = answer_key.cache_path(path, seed=seed)
         if stored.is_file():
-            grade._KEYS[(path.resolve(), seed)] = answer_key.AnswerKey.from_json(
+            pipeline._KEYS[(path.resolve(), seed)] = answer_key.AnswerKey.from_json(
                 stored.read_text(encoding="utf-8"))
     notebooks = sorted(p for p in submission.rglob("*.ipynb")
                        if ".ipynb_checkpoints" not in p.parts) if submission.is_dir() else []
@@ -337,9 +338,10 @@ def run(autograder: Path) -> dict:
     kernel_env = classroom.kernel_environment(None, "cpu")  # one learner: all cores
     reports = []
     for path in notebooks:
-        guard = None if sandbox else grade.CourseGuard(
-            [grade.GRADER, checks, answer_key.folder(checks)], watched=[grade.GRADER.parent])
-        report = grade.grade_notebook(path, checks, learner="you", sandbox=sandbox,
+        guard = None if sandbox else course_guard.CourseGuard(
+            [course_guard.GRADER, checks, answer_key.folder(checks)],
+            watched=[course_guard.GRADER.parent])
+        report = pipeline.grade_notebook(path, checks, learner="you", sandbox=sandbox,
                                       hidden=[submission, out], guard=guard, links=False,
                                       canonical=canonicals[path],
                                       seed=seed, kernel_env=kernel_env)
@@ -354,14 +356,14 @@ def run(autograder: Path) -> dict:
 
 def _canonical(path: Path, checks: Path) -> Path | None:
     """The checks notebook ``path`` is graded against, found while ``checks`` is on disk."""
-    from course_utils.grading.commands import grade
+    from course_utils.grading.notebook import pipeline
 
     try:
-        nb = grade._read_notebook(path, False)
+        nb = pipeline._read_notebook(path, False)
     except ValueError:
         nb = None
     try:
-        return grade._find_canonical(path, nb, checks)
+        return pipeline._find_canonical(path, nb, checks)
     except Exception:  # grade_notebook reports it
         return None
 

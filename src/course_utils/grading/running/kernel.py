@@ -558,25 +558,7 @@ class Kernel:
                 reply = self._lost(reply, out, t0)
                 reply.status = "timeout"
                 return reply
-        reply.stdout = "".join(out)
-        reply.seconds = time.monotonic() - t0
-        if dropped_one:
-            reply.dropped_bytes += MAX_MESSAGE_BYTES
-        reply.execution_count = result.get("execution_count")
-        reply.user_expressions = result.get("user_expressions", {}) or {}
-        if result.get("status") == "ok":
-            reply.status = "ok"
-        else:
-            reply.status = "error"
-            reply.ename = _cut(str(result.get("ename", "")), 200) or "Error"
-            reply.evalue = _cut(str(result.get("evalue", "")), MAX_ERROR_CHARS)
-            room, reply.traceback = 4 * MAX_ERROR_CHARS, []
-            for entry in (result.get("traceback", []) or [])[:200]:
-                entry = _cut(str(entry), room)
-                reply.traceback.append(entry)
-                room -= len(entry)
-                if room <= 0:
-                    break
+        _fill(reply, result, "".join(out), time.monotonic() - t0, dropped_one)
         if interrupted_at is not None:
             reply.status = "timeout"
         return reply
@@ -716,6 +698,31 @@ def kill_descendants(keep: set[int] = frozenset()) -> int:
                 pass
         psutil.wait_procs(procs, timeout=1)
     return killed
+
+
+def _fill(reply: Reply, result: dict[str, Any], stdout: str, seconds: float,
+          dropped_one: bool) -> None:
+    """``reply`` filled in from the kernel's execute reply (``result``), capped, with the
+    output kept (``stdout``); ``dropped_one``: a message over the size limit was dropped."""
+    reply.stdout = stdout
+    reply.seconds = seconds
+    if dropped_one:
+        reply.dropped_bytes += MAX_MESSAGE_BYTES
+    reply.execution_count = result.get("execution_count")
+    reply.user_expressions = result.get("user_expressions", {}) or {}
+    if result.get("status") == "ok":
+        reply.status = "ok"
+        return
+    reply.status = "error"
+    reply.ename = _cut(str(result.get("ename", "")), 200) or "Error"
+    reply.evalue = _cut(str(result.get("evalue", "")), MAX_ERROR_CHARS)
+    room, reply.traceback = 4 * MAX_ERROR_CHARS, []
+    for entry in (result.get("traceback", []) or [])[:200]:
+        entry = _cut(str(entry), room)
+        reply.traceback.append(entry)
+        room -= len(entry)
+        if room <= 0:
+            break
 
 
 def _cut(text: str, limit: int) -> str:
