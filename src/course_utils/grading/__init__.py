@@ -18,8 +18,7 @@ a lower layer needs (a kernel's environment and limits, the run's seed) is passe
    Canvas, CSV, ``--resume``), ``build`` (``course-build-exercises``), ``release`` and
    ``release_files``, ``gradescope``; and ``audit`` and ``shortcuts`` (the shortcut audit).
 
-``static``, ``audit`` and ``shortcuts`` still sit in this folder (they were being edited while
-the rest moved); the modules here that only say "moved to" keep the old paths working
+The modules here that only say "moved to" keep the old paths working
 (``course_utils.grading.grade`` is ``course-grade``'s entry point). The exercise format and how
 the grader works are documented in CONTRIBUTING.md. Submodules are not imported here, so that
 ``python -m course_utils.grading.grade`` runs without a warning.

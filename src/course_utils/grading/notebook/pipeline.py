@@ -20,7 +20,6 @@ from pathlib import Path
 import nbformat
 from nbformat import NotebookNode
 
-from course_utils.grading import static
 from course_utils.grading import verdict as verdicts
 from course_utils.grading.format import (
     describe,
@@ -35,6 +34,7 @@ from course_utils.grading.format import (
     validate,
 )
 from course_utils.grading.notebook import key as answer_key
+from course_utils.grading.notebook import static
 from course_utils.grading.notebook.report import CheckResult, ExerciseResult, NotebookReport
 from course_utils.grading.notebook.restore import _solutions_notebook, restore_checks
 from course_utils.grading.notebook.run import CellResult, code_cells, run_notebook, time_budget
