@@ -1279,12 +1279,15 @@ def test_a_hidden_check_shows_neither_its_inputs_nor_its_expected_values(tmp_pat
               f"    if not ({right}):\n"
               "        raise ValueError(f'never seen {tuple(sizes)}')\n"
               "    return sum(a * b + b for a, b in zip(sizes, sizes[1:]))\n")
+    own_class = raises.replace(  # the exception's class name carries the input (attack review)
+        "raise ValueError(f'never seen {tuple(sizes)}')",
+        "raise type('Sizes_' + '_'.join(map(str, sizes)), (ValueError,), {})('never seen')")
     import numpy as np
 
     rng = np.random.default_rng(_run_seed_of(seed, 3))  # the hidden check's own draw
     hidden_cases = [tuple(int(n) for n in rng.integers(1, 65, size=k)) for k in (2, 4, 5, 2)]
     folder = tmp_path / "subs"
-    for name, answer in (("lookup", lookup), ("raises", raises)):
+    for name, answer in (("lookup", lookup), ("raises", raises), ("own-class", own_class)):
         (folder / name).mkdir(parents=True)
         nbformat.write(exercise_00({"00.2": answer}), folder / name / "00_setup.ipynb")
     csv_path, feedback = tmp_path / "grades.csv", tmp_path / "feedback"
@@ -1295,7 +1298,8 @@ def test_a_hidden_check_shows_neither_its_inputs_nor_its_expected_values(tmp_pat
                             "--solutions", str(ROOT / "solutions"), "--seed", str(seed),
                             *sandbox],
                            capture_output=True, text=True, cwd=ROOT, timeout=600 * SLOW)
-    for name, what in (("lookup", "gave a wrong result"), ("raises", "raised ValueError")):
+    for name, what in (("lookup", "gave a wrong result"), ("raises", "raised ValueError"),
+                       ("own-class", "raised an exception.")):
         ex = {e["exercise"]: e for e in reports[name]["exercises"]}["00.2"]
         assert ex["points"] == 1, ex  # the visible check passes, the hidden one does not
         hidden = next(c for c in ex["checks"] if c["hidden"])
@@ -1306,7 +1310,7 @@ def test_a_hidden_check_shows_neither_its_inputs_nor_its_expected_values(tmp_pat
     for where, text in written.items():
         secrets_ = [str(c) for c in hidden_cases] + [
             f"expected {sum(a * b + b for a, b in zip(c, c[1:], strict=False))},"
-            for c in hidden_cases]
+            for c in hidden_cases] + ["Sizes_" + "_".join(map(str, c)) for c in hidden_cases]
         for secret in secrets_:
             assert secret not in text, f"{where} shows the hidden check's {secret!r}"
 

@@ -11,6 +11,7 @@ is chosen by the command that calls it (``commands/grade.py``, ``commands/grades
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import json
 import re
@@ -287,7 +288,7 @@ _ERROR_NAME = re.compile(r"^([A-Za-z_][\w.]*): ")
 def hidden_feedback(cell: NotebookNode, ex: str, status: str, message: str) -> str:
     """What a learner reads of a hidden check that did not pass: the kind of case it tries and
     what to look at (the check's ``grading.about``, written for them), and whether the answer
-    gave a wrong result or raised (the exception's name only). Never the verdict's message nor
+    gave a wrong result or raised (a built-in exception's name only). Never the verdict's message nor
     the kernel's: either may hold the hidden inputs or the expected values (issue 36: lookup
     tables grown from such messages scored full marks)."""
     about = str(grading(cell).get("about") or "").strip().rstrip(".") or (
@@ -297,11 +298,21 @@ def hidden_feedback(cell: NotebookNode, ex: str, status: str, message: str) -> s
     if status == "fail":
         what = "gave a wrong result"
     elif found and found.group(1) != "AssertionError":
-        what = f"raised {found.group(1)}"
+        what = f"raised {_builtin_error(found.group(1))}"
     else:
         what = "did not finish"
     return (f"the hidden check of {ex} {what}. It tries {about}. A hidden check never shows "
             "its inputs or expected values: try cases of that kind yourself")
+
+
+def _builtin_error(name: str) -> str:
+    """An exception's name as a hidden check's feedback may show it: a built-in exception's
+    (``ValueError``), else none. A class an answer makes itself may carry the hidden input in its
+    name (``type(f"Sizes_{n}", (ValueError,), {})``: the attack review of issue 36)."""
+    cls = getattr(builtins, name, None)
+    if isinstance(cls, type) and issubclass(cls, BaseException):
+        return name
+    return "an exception"
 
 
 def _first_code_line(cell: NotebookNode) -> str:
