@@ -288,9 +288,9 @@ _ERROR_NAME = re.compile(r"^([A-Za-z_][\w.]*): ")
 def hidden_feedback(cell: NotebookNode, ex: str, status: str, message: str) -> str:
     """What a learner reads of a hidden check that did not pass: the kind of case it tries and
     what to look at (the check's ``grading.about``, written for them), and whether the answer
-    gave a wrong result or raised (a built-in exception's name only). Never the verdict's message nor
-    the kernel's: either may hold the hidden inputs or the expected values (issue 36: lookup
-    tables grown from such messages scored full marks)."""
+    gave a wrong result or raised (a built-in exception's name only). Never the verdict's
+    message nor the kernel's: either may hold the hidden inputs or the expected values (issue
+    36: lookup tables grown from such messages scored full marks)."""
     about = str(grading(cell).get("about") or "").strip().rstrip(".") or (
         f"inputs the visible checks of {ex} do not try: the exercise's text says what kind; "
         "make sure your answer does not depend on the visible checks' inputs")
