@@ -392,3 +392,25 @@ def test_a_library_written_into_through_a_helper_or_a_loop_is_still_written_into
               "    print(f(torch.ones(2)))\n")
     assert not judged("08_torchscript_and_after", "08.1",
                       "fixed = torch.jit.script(Normalize())\n" + honest).forbidden
+
+
+def test_a_construct_in_the_code_an_exercise_gives_is_not_noted_but_one_the_answer_adds_is():
+    """The second attack review: 10.4's released cell prints the predictions with
+    `globals().get(name, '?')`, and every learner's 10.4 got the note 'constructs that hide what
+    it reaches: globals()', the stub's included. The template's lines are the course's."""
+    from course_utils.grading.format import strip_solutions
+
+    reference = canonical("10_performance")
+    index = next(i for i, c in enumerate(reference.cells) if is_solution(c)
+                 and exercise_id(c) == "10.4" and "globals()" in c.source)
+
+    def hiding(source: str) -> list[str]:
+        nb = copy.deepcopy(reference)
+        nb.cells[index].source = source
+        return [h.what for h in static.judge(code_cells(nb), reference.cells)["10.4"].hiding]
+
+    stub = strip_solutions(reference.cells[index].source, "10.4")
+    assert hiding(reference.cells[index].source) == [] and hiding(stub) == []
+    added = stub.replace('raise NotImplementedError("Exercise 10.4: your code here")',
+                         "return globals()['ANSWERS'][tuple(ratios)]")
+    assert hiding(added) == ["globals()"]

@@ -660,7 +660,7 @@ def judge(cells: Sequence[Mapping[str, Any]], canonical: Sequence[Mapping[str, A
           ) -> dict[str, Judgement]:
     """The static judgement of each exercise of a submitted notebook's code ``cells`` (checks
     already restored), against the ``canonical`` notebook's cells."""
-    from course_utils.grading.format import exercise_id, is_check, is_solution
+    from course_utils.grading.format import exercise_id, is_check, is_solution, strip_solutions
 
     course = {(str(c.get("id", "")), str(c.get("source", ""))) for c in canonical
               if c.get("cell_type") == "code"}
@@ -675,6 +675,11 @@ def judge(cells: Sequence[Mapping[str, Any]], canonical: Sequence[Mapping[str, A
               for ex in exercises}
     setup = [str(c.get("source", "")) for c in canonical if c.get("cell_type") == "code"
              and not is_check(c) and not is_solution(c)]
+    # The code an exercise's cell gives the learner around its answer (the released template):
+    # a hiding construct there is the course's (10.4's `globals().get(name, '?')`), not theirs.
+    given = {line.strip() for c in canonical if c.get("cell_type") == "code" and is_solution(c)
+             for line in _python(strip_solutions(str(c.get("source", "")),
+                                                 exercise_id(c))).splitlines() if line.strip()}
     env: dict[str, str | None] = {}
     learner: list[tuple[int, str | None, Analysis]] = []  # (cell, exercise or None, analysis)
     current: str | None = None
@@ -719,11 +724,18 @@ def judge(cells: Sequence[Mapping[str, Any]], canonical: Sequence[Mapping[str, A
                 route = next((r for r in sorted(routes_) if matches(f.what, r)), None)
                 if route is not None:
                     result.forbidden.append((f, route))
-        result.hiding = list(dict.fromkeys(result.hiding))
+        result.hiding = [f for f in dict.fromkeys(result.hiding) if not _given_line(f, code, given)]
         result.machinery = list(dict.fromkeys(result.machinery))
         result.forbidden = list(dict.fromkeys(result.forbidden))
         out[ex] = result
     return out
+
+
+def _given_line(f: Finding, code: Sequence[Mapping[str, Any]], given: set[str]) -> bool:
+    """Whether a finding stands on a line the course's template of an exercise cell gives."""
+    lines = _python(str(code[f.cell].get("source", ""))).splitlines() \
+        if 0 <= f.cell < len(code) else []
+    return 0 < f.line <= len(lines) and lines[f.line - 1].strip() in given
 
 
 def _answer_cells(exercise: str, learner: list[tuple[int, str | None, Analysis]]
