@@ -414,3 +414,33 @@ def test_a_construct_in_the_code_an_exercise_gives_is_not_noted_but_one_the_answ
     added = stub.replace('raise NotImplementedError("Exercise 10.4: your code here")',
                          "return globals()['ANSWERS'][tuple(ratios)]")
     assert hiding(added) == ["globals()"]
+
+
+@pytest.mark.parametrize("name, exercise, answer, route", [
+    # The recursive walk in another thread, unseen by 01.1's depth check.
+    ("01_computation_graphs", "01.1",
+     "import _thread, threading\n" + TOPO.format(
+         "threading.stack_size(1 << 26)\n    out = []\n"
+         "    _thread.start_new_thread(out.append, (list(outputs),))\n    return out"),
+     "_thread"),
+    ("01_computation_graphs", "01.1",
+     "from concurrent.futures import ThreadPoolExecutor as Pool\n"
+     + TOPO.format("return Pool(1).submit(list, outputs).result()"),
+     "concurrent.futures.ThreadPoolExecutor"),
+    # 07.1's backward as a complex-step derivative.
+    ("07_pytorch_autograd", "07.1",
+     "class SiLU(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n"
+     "        ctx.save_for_backward(x)\n        return x * torch.sigmoid(x)\n"
+     "    @staticmethod\n    def backward(ctx, g):\n        (x,) = ctx.saved_tensors\n"
+     "        z = x.to(torch.complex128) + 1e-30j\n"
+     "        return g * ((z * torch.sigmoid(z)).imag / 1e-30).to(x.dtype)\n",
+     "literal:complex"),
+    # 07.5's forward mode through aten's own dual-number ops.
+    ("07_pytorch_autograd", "07.5",
+     "def hvp(loss_fn, w, v):\n    d = torch.ops.aten._make_dual(w, v, level=0)\n"
+     "    return torch.ops.aten._unpack_dual(loss_fn(d), 0)[1]\n",
+     "torch.ops.aten._make_dual*"),
+])
+def test_routes_the_second_attack_review_found(name, exercise, answer, route):
+    found = judged(name, exercise, answer)
+    assert route in {r for _, r in found.forbidden}, found

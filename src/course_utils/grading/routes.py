@@ -47,6 +47,10 @@ COMPLEX = ("builtins.complex", "numpy.complex*", "numpy.csingle", "numpy.cdouble
 PROFILER = ("sys.setprofile", "sys.settrace", "threading.setprofile", "threading.settrace",
             "threading.setprofile_all_threads", "threading.settrace_all_threads")
 
+#: Another thread: code run there is unseen by a check's profiler on the kernel's thread (01.1's
+#: depth check; the second attack review ran the recursive walk in a `_thread` with a big stack).
+THREADS = ("_thread", "threading.Thread", "threading.stack_size", "threading.Timer",
+           "concurrent.futures.ThreadPoolExecutor", "concurrent.futures.thread")
 #: Python run on the host from a JAX program (lesson 13's exercises ask for the program itself).
 HOST_CALLS = ("jax.pure_callback", "jax.experimental.io_callback",
               "jax.experimental.host_callback", "jax.experimental.pure_callback")
@@ -87,7 +91,7 @@ EVERY = (FORGED_IDENTITY, LIBRARY_WRITE, *PROCESSES)
 #: Exercise id -> the routes the static judge holds its answer to, besides its checks'
 #: ``forbid`` literals and the package's own answers.
 FORBIDDEN: dict[str, tuple[str, ...]] = {
-    "01.1": ("graphlib", "networkx", *PROFILER),
+    "01.1": ("graphlib", "networkx", *PROFILER, *THREADS),
     "01.2": (*AUTODIFF, *COMPLEX),
     "01.3": AUTODIFF,
     "01.4": (*AUTODIFF, *FORWARD, *COMPLEX),
@@ -105,7 +109,11 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "07.1": (".grad_fn", "torch.autograd.grad", "torch.autograd.backward",
              "torch.autograd.functional", "torch.autograd.forward_ad", "torch.func",
              "torch.Tensor.backward", "torch.nn.SiLU", "torch.nn.functional.silu",
-             "torch.ops.aten.silu*"),
+             "torch.ops.aten.silu*", *COMPLEX),
+    # 07.5 writes the double backward by hand: forward mode through its aten ops or private
+    # bindings is the forward_ad its checks forbid (second attack review: aten._make_dual 4/5).
+    "07.5": ("torch.ops.aten._make_dual*", "torch.ops.aten._unpack_dual*", "torch._VF._make_dual*",
+             "torch._VF._unpack_dual*", "torch._C._functions", "torch.autograd.forward_ad"),
     # 11.1 builds the MLP with minigraph: minigraph's ONNX importer would build it from a file
     # written with onnx.helper or torch.onnx.
     "11.1": ("course_utils.minigraph.onnx", "course_utils.minigraph.register_op"),
