@@ -723,8 +723,8 @@ class Comparison(_ShowsTable):
         return header, rows
 
     def table(self) -> str:
-        """A text table: median ± IQR/2; the median per-round ratio to the baseline and its
-        interval; the verdict; rounds × calls per sample."""
+        """A text table: median ± IQR/2; the ratio to the baseline (its interval's centre,
+        :attr:`Ratio.estimate`) and that interval; the verdict; rounds × calls per sample."""
         return super().table()
 
     def __repr__(self) -> str:
