@@ -677,9 +677,12 @@ def judge(cells: Sequence[Mapping[str, Any]], canonical: Sequence[Mapping[str, A
              and not is_check(c) and not is_solution(c)]
     # The code an exercise's cell gives the learner around its answer (the released template):
     # a hiding construct there is the course's (10.4's `globals().get(name, '?')`), not theirs.
-    given = {line.strip() for c in canonical if c.get("cell_type") == "code" and is_solution(c)
-             for line in _python(strip_solutions(str(c.get("source", "")),
-                                                 exercise_id(c))).splitlines() if line.strip()}
+    given: dict[str, set[str]] = {}
+    for c in canonical:
+        if c.get("cell_type") == "code" and is_solution(c):
+            template = _python(strip_solutions(str(c.get("source", "")), exercise_id(c)))
+            given.setdefault(exercise_id(c), set()).update(
+                line.strip() for line in template.splitlines() if line.strip())
     env: dict[str, str | None] = {}
     learner: list[tuple[int, str | None, Analysis]] = []  # (cell, exercise or None, analysis)
     current: str | None = None
@@ -724,7 +727,8 @@ def judge(cells: Sequence[Mapping[str, Any]], canonical: Sequence[Mapping[str, A
                 route = next((r for r in sorted(routes_) if matches(f.what, r)), None)
                 if route is not None:
                     result.forbidden.append((f, route))
-        result.hiding = [f for f in dict.fromkeys(result.hiding) if not _given_line(f, code, given)]
+        result.hiding = [f for f in dict.fromkeys(result.hiding)
+                         if not _given_line(f, code, given.get(ex, set()))]
         result.machinery = list(dict.fromkeys(result.machinery))
         result.forbidden = list(dict.fromkeys(result.forbidden))
         out[ex] = result
