@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from course_utils.grading import routes
+from course_utils.grading.notebook import copies
 
 #: What only the grader and the kernel's machinery use: an answer that reaches one scores 0.
 MACHINERY = ("course_utils.grading", "sys.modules", "json._default_encoder", "json.encoder",
@@ -123,6 +124,8 @@ class Analysis:
     mutates: set[str] = field(default_factory=set)
     #: One analysis per top-level statement, in order (empty for a statement's own analysis).
     parts: list[Analysis] = field(default_factory=list)
+    #: The code read, with its cell: the cell's tree, or the statement's (for ``copies``).
+    trees: list[tuple[int, ast.AST]] = field(default_factory=list)
 
 
 class _Reader(ast.NodeVisitor):
@@ -546,8 +549,9 @@ def analyse(source: str, env: dict[str, str | None] | None = None, cell: int = 0
     env = {} if env is None else env
     try:
         tree = ast.parse(_python(source))
+        out.trees.append((cell, tree))
         for stmt in tree.body:
-            part = Analysis(mutates=_mutated(stmt))
+            part = Analysis(mutates=_mutated(stmt), trees=[(cell, stmt)])
             _Reader(env, cell, part).visit(stmt)
             part.reached += [Finding(cell, line, routes.FORGED_IDENTITY)
                              for line in _forged_identity(stmt)]
@@ -660,7 +664,7 @@ def judge(cells: Sequence[Mapping[str, Any]], canonical: Sequence[Mapping[str, A
           ) -> dict[str, Judgement]:
     """The static judgement of each exercise of a submitted notebook's code ``cells`` (checks
     already restored), against the ``canonical`` notebook's cells."""
-    from course_utils.grading.format import exercise_id, is_check, is_solution, strip_solutions
+    from course_utils.grading.format import exercise_id, is_check, is_solution
 
     course = {(str(c.get("id", "")), str(c.get("source", ""))) for c in canonical
               if c.get("cell_type") == "code"}
@@ -675,14 +679,7 @@ def judge(cells: Sequence[Mapping[str, Any]], canonical: Sequence[Mapping[str, A
               for ex in exercises}
     setup = [str(c.get("source", "")) for c in canonical if c.get("cell_type") == "code"
              and not is_check(c) and not is_solution(c)]
-    # The code an exercise's cell gives the learner around its answer (the released template):
-    # a hiding construct there is the course's (10.4's `globals().get(name, '?')`), not theirs.
-    given: dict[str, set[str]] = {}
-    for c in canonical:
-        if c.get("cell_type") == "code" and is_solution(c):
-            template = _python(strip_solutions(str(c.get("source", "")), exercise_id(c)))
-            given.setdefault(exercise_id(c), set()).update(
-                line.strip() for line in template.splitlines() if line.strip())
+    given, solutions = _templates_and_answers(canonical)
     env: dict[str, str | None] = {}
     learner: list[tuple[int, str | None, Analysis]] = []  # (cell, exercise or None, analysis)
     current: str | None = None
@@ -702,6 +699,7 @@ def judge(cells: Sequence[Mapping[str, Any]], canonical: Sequence[Mapping[str, A
             learner.append((i, current, found))
         elif (str(cell.get("id", "")), source) not in course:
             learner.append((i, current, found))  # a cell the learner added or changed
+    tagged = {i: ex for i, ex, _ in learner}
     first_check = {}
     for i, cell in enumerate(code):
         if is_check(cell):
@@ -713,7 +711,8 @@ def judge(cells: Sequence[Mapping[str, Any]], canonical: Sequence[Mapping[str, A
         # Code that reaches the grader's machinery changes every check that runs after it.
         result.machinery += [f for i, _, found in learner if i < first_check.get(ex, len(code))
                              for f in found.reached if any(matches(f.what, m) for m in MACHINERY)]
-        for found in _answer_cells(ex, learner):
+        answer = _answer_cells(ex, learner)
+        for found in answer:
             if found.problem:
                 result.problems.append(Finding(0, 0, found.problem))
             result.hiding += found.hiding
@@ -727,12 +726,37 @@ def judge(cells: Sequence[Mapping[str, Any]], canonical: Sequence[Mapping[str, A
                 route = next((r for r in sorted(routes_) if matches(f.what, r)), None)
                 if route is not None:
                     result.forbidden.append((f, route))
+        # The course's own code for the exercise pasted: it reaches nothing, it is a copy. An
+        # earlier exercise's cells the answer uses (02.5 calls 02.2's `gradients`) are judged
+        # as that exercise's answer, against that exercise's functions.
+        trees = [t for found in answer for t in found.trees if tagged.get(t[0]) in (ex, None)]
+        result.forbidden += [(Finding(c.cell, c.line, copies.COPY + c.dotted), c.dotted)
+                             for c in copies.copies(trees, routes_, solutions.get(ex, []))]
         result.hiding = [f for f in dict.fromkeys(result.hiding)
                          if not _given_line(f, code, given.get(ex, set()))]
         result.machinery = list(dict.fromkeys(result.machinery))
         result.forbidden = list(dict.fromkeys(result.forbidden))
         out[ex] = result
     return out
+
+
+def _templates_and_answers(canonical: Sequence[Mapping[str, Any]]
+                           ) -> tuple[dict[str, set[str]], dict[str, list[str]]]:
+    """Per exercise: the lines its cells give the learner around the answer (the released
+    template: a hiding construct there is the course's, as 10.4's `globals().get(name, '?')`,
+    not the learner's), and its canonical answer cells' code (for ``copies``)."""
+    from course_utils.grading.format import exercise_id, is_solution, strip_solutions
+
+    given: dict[str, set[str]] = {}
+    solutions: dict[str, list[str]] = {}
+    for c in canonical:
+        if c.get("cell_type") == "code" and is_solution(c):
+            source, ex = str(c.get("source", "")), exercise_id(c)
+            template = _python(strip_solutions(source, ex))
+            given.setdefault(ex, set()).update(
+                line.strip() for line in template.splitlines() if line.strip())
+            solutions.setdefault(ex, []).append(_python(source))
+    return given, solutions
 
 
 def _given_line(f: Finding, code: Sequence[Mapping[str, Any]], given: set[str]) -> bool:
@@ -828,6 +852,11 @@ def apply(results: Sequence[Any], judgements: Mapping[str, Judgement],
             text = (f"a shortcut: your answer reaches {_shown(f.what)} (at {_where(f, labels)}), "
                     f"which exercise {result.exercise} asks you to do without "
                     f"({_shown(route)}): at most half the points")
+            if f.what.startswith(copies.COPY):
+                text = (f"a shortcut: your answer is a copy of the course's own {route} (from "
+                        f"{_where(f, labels)}; renamed or rearranged, it is the same code), "
+                        f"which exercise {result.exercise} asks you to write yourself: at most "
+                        "half the points")
             if most < result.points:
                 result.points, result.status, result.message = most, "fail", text
             result.notes.append(text)

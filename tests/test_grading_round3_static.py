@@ -1,0 +1,127 @@
+"""The static judge, round 3 of issue 36: the course's own code pasted into an answer
+(course_utils.grading.notebook.copies). Each answer is a solutions notebook with one answer cell
+replaced, judged against the untouched notebook (test_grading_static's helpers)."""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import re
+import textwrap
+
+import pytest
+from test_grading_static import ROOT, canonical
+
+from course_utils import bench
+from course_utils.grading import audit, static
+from course_utils.grading.format import exercise_id, is_solution
+from course_utils.grading.notebook import copies
+from course_utils.grading.notebook.report import ExerciseResult
+from course_utils.grading.notebook.run import code_cells
+from course_utils.minigraph import session
+from course_utils.minigraph.compile_c import lowering
+
+
+def judged_cell(name: str, exercise: str, cell_id: str, answer: str) -> static.Judgement:
+    """The judgement of ``exercise`` when its answer cell ``cell_id`` holds ``answer``."""
+    reference = canonical(name)
+    nb = copy.deepcopy(reference)
+    cell = next(c for c in nb.cells if c.get("id") == cell_id)
+    assert is_solution(cell) and exercise_id(cell) == exercise
+    cell.source = answer
+    return static.judge(code_cells(nb), reference.cells)[exercise]
+
+
+def body(function, name: str) -> str:
+    """``function``'s source, renamed ``name``, its docstring and comments left out."""
+    source = textwrap.dedent(inspect.getsource(function))
+    source = re.sub(r'\n    """.*?"""\n', "\n", source, count=1, flags=re.S)
+    source = re.sub(r"  # .*", "", re.sub(r"\n *### .*", "", source))
+    return source.replace(f"def {function.__name__}(", f"def {name}(", 1)
+
+
+def copied(found: static.Judgement) -> list[str]:
+    return [route for f, route in found.forbidden if f.what.startswith(copies.COPY)]
+
+
+INTERVAL = ("def median_interval(ratios, confidence=0.95):\n"
+            "    xs = sorted(float(v) for v in ratios)\n"
+            "    k, _ = _rank(len(xs), confidence)\n"
+            "    return xs[k - 1], xs[len(xs) - k]\n")
+# The second attack review's 10.4 (6/6): bench._median_rank pasted as _rank, and its variants
+# (names changed, a line added, annotations gone, the body inlined into median_interval).
+RANK = body(bench._median_rank, "_rank")
+RENAMED = (RANK.replace("total", "everything").replace("below", "under")
+           .replace("k", "j").replace("n:", "count:").replace("(n", "(count")
+           .replace(" n,", " count,").replace("2 ** n", "2 ** count")
+           .replace(" -> tuple[int, float]", "").replace(": int", "").replace(": float", "")
+           .replace("    everything,", "    steps = 0\n    everything,"))
+INLINED = ("def median_interval(ratios, confidence=0.95):\n"
+           "    xs = sorted(ratios)\n    n = len(xs)\n"
+           + "\n".join(RANK.splitlines()[1:-1]) + "\n    return xs[k - 1], xs[n - k]\n")
+
+
+@pytest.mark.parametrize("answer", [RANK + "\n\n" + INTERVAL, RENAMED + "\n\n" + INTERVAL,
+                                    INLINED], ids=["pasted", "renamed", "inlined"])
+def test_bench_median_rank_pasted_into_10_4_is_the_course_code(answer):
+    found = judged_cell("10_performance", "10.4", "s10-21", "import math\n" + answer)
+    assert copied(found) == ["course_utils.bench._median_rank"], found.forbidden
+    result = ExerciseResult("10.4", 6, 6, "pass")
+    static.apply([result], {"10.4": found}, [f"code cell {i + 1}" for i in range(80)])
+    assert result.points == 3 and "course_utils.bench._median_rank" in result.message
+
+
+def test_a_short_shared_piece_is_not_a_copy():
+    """The threshold both ways: an answer of one's own that shares the course's loop header and
+    its first lines (a loop like the course's is what the exercise asks for) is not a copy; the
+    whole function pasted is (test above), and so is the answer once it holds the rest."""
+    lines = RANK.splitlines()
+    own = ("def median_interval(ratios, confidence=0.95):\n"
+           "    xs = sorted(ratios)\n    n = len(xs)\n"
+           "    total, below, k = 2 ** n, 0, 0\n" + "\n".join(lines[2:4]) + "\n"
+           "        if below_next * 2 > total * (1 - confidence):\n            break\n"
+           "        below, k = below_next, k + 1\n"
+           "    k = max(k, 1)\n    return xs[k - 1], xs[n - k]\n")
+    course = copies.course_tokens("course_utils.bench._median_rank")
+    shared = copies.covered(copies.windows(copies.tokens(own)), course)
+    assert 0 < shared < copies.MIN_TOKENS
+    assert not judged_cell("10_performance", "10.4", "s10-21", own).forbidden
+    whole = own.replace("\n".join(lines[2:4]), "\n".join(lines[2:9]), 1)
+    assert copies.is_copy(copies.covered(copies.windows(copies.tokens(whole)), course),
+                          len(course))
+
+
+def test_session_prune_pasted_into_03_2_is_the_course_code():
+    """Session's pruning is kept in a release (every Session prunes with it) and the canonical
+    03.2 answer is written like it: a copy still shares more of it than the canonical does."""
+    answer = (body(session.prune, "_keep") + "\n\n"
+              "def my_eliminate_dead_code(graph):\n"
+              "    kept = [n for n in graph if OPS[n.op].stateful]\n"
+              "    return _keep(graph, list(graph.outputs) + kept)\n")
+    found = judged_cell("03_graph_optimization", "03.2", "s03-09", answer)
+    assert copied(found) == ["course_utils.minigraph.session.prune"], found.forbidden
+
+
+def test_the_course_compilers_fused_loop_pasted_into_15_1_is_the_course_code():
+    answer = body(lowering.emit_loop, "_loop") + "\n\ndef emit_fused(records, n_inputs, ctype):\n" \
+        "    return _loop(records, n_inputs, ctype)\n"
+    found = judged_cell("15_graph_without_python", "15.1", "s15-sol", answer)
+    assert "course_utils.minigraph.compile_c.lowering.emit_loop" in copied(found)
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in (ROOT / "solutions").glob("*.ipynb")))
+def test_no_honest_fixture_is_a_copy(name):
+    """Every unusual and partial fixture of the audit (honest answers, some written like the
+    course's own code) is judged statically: none is a copy of a package function."""
+    reference = canonical(name)
+    code = code_cells(reference)
+    for exercise in dict.fromkeys(exercise_id(c) for c in code if is_solution(c)):
+        cells = [i for i, c in enumerate(code) if is_solution(c) and exercise_id(c) == exercise]
+        for variant in audit.load_fixtures(audit.fixtures_root(ROOT) / name / exercise,
+                                           len(cells)):
+            if variant.problem or variant.kind not in ("unusual", "partial"):
+                continue
+            sources = dict(zip(cells, variant.sources, strict=True))
+            nb = [{**c, "source": sources.get(i, c.source)} for i, c in enumerate(code)]
+            found = static.judge(nb, reference.cells)[exercise]
+            assert not copied(found), (exercise, variant.name, found.forbidden)
