@@ -215,7 +215,7 @@ REASON = "Long because"
 #: (a piece that gets short enough must leave it, and a new long piece may not join it).
 STILL_TO_SPLIT = {
     "commands.audit.audit_notebook", "commands.classroom.ClassRun", "notebook.run.NotebookRun",
-    "running.kernel.Kernel", "running.supervise.main",
+    "running.supervise.main",
     "notebook.static._Reader",
 }
 

@@ -41,7 +41,8 @@ SIGTERM), or when the kernel exits; either way it first kills every process in i
 them all, then kill, until none is left) and only then exits, so that when the grader sees the
 supervisor gone, nothing the submission started is still running.
 
-Run only by ``kernel.py``; it imports nothing but the standard library and psutil, to start fast.
+Run only by ``supervisor_link.py``; it imports nothing but the standard library and psutil, to
+start fast.
 """
 
 from __future__ import annotations
