@@ -9,6 +9,7 @@ import inspect
 import re
 import textwrap
 
+import nbformat
 import pytest
 from test_grading_static import ROOT, canonical
 
@@ -125,3 +126,53 @@ def test_no_honest_fixture_is_a_copy(name):
             nb = [{**c, "source": sources.get(i, c.source)} for i, c in enumerate(code)]
             found = static.judge(nb, reference.cells)[exercise]
             assert not copied(found), (exercise, variant.name, found.forbidden)
+
+
+# --- 01.2: a rule is the derivative's formula, not a difference quotient of the op ----------
+
+RULES = ('VJP["add"] = lambda g, out, x, y: (unbroadcast(g, x), unbroadcast(g, y))\n'
+         'VJP["mul"] = lambda g, out, x, y: (unbroadcast(g * y, x), unbroadcast(g * x, y))\n'
+         'VJP["matmul"] = lambda g, out, x, y: (g @ transpose(y), transpose(x) @ g)\n'
+         'VJP["sum"] = lambda g, out, x, axis=None: (broadcast_like(g, x, axis=axis),)\n')
+QUOTIENTS = {
+    # the second attack review's (5/5): off by ~1e-11 on arrays, the op at x +- H on Nodes
+    "second-order": "H = 1e-5\n\ndef slope(f, x):\n    return (f(x + H) - f(x - H)) / (2 * H)\n",
+    # a fourth-order stencil: exact to ~1e-13 on arrays, so only the graph it builds tells
+    "fourth-order": ("H = 1e-3\n\ndef slope(f, x):\n    return (8 * (f(x + H) - f(x - H))"
+                     " - (f(x + 2 * H) - f(x - 2 * H))) / (12 * H)\n"),
+    # a relative step: the op at x (1 +- H)
+    "relative-step": ("H = 1e-6\n\ndef slope(f, x):\n"
+                      "    return (f(x * (1 + H)) - f(x * (1 - H))) / (2 * H * x)\n"),
+}
+HONEST = RULES + (
+    "def tanh_rule(g, out, x):\n    d = exp(x) + exp(-x)\n    return (g * 4 / (d * d),)\n\n"
+    'VJP["tanh"] = tanh_rule\nVJP["exp"] = lambda g, out, x: (g * exp(x),)\n'
+    'VJP["log"] = lambda g, out, x: (g * exp(-log(x)),)\n')
+
+
+def test_difference_quotients_of_the_op_functions_score_at_most_half_of_01_2(tmp_path):
+    """Issue 36, second attack review: 01.2's tanh/exp/log rules written as difference quotients
+    with the op functions (numbers on arrays, a graph on Nodes) scored 5/5. The checks now want
+    the derivative exact to rounding (1e-12, relative) and, on Nodes, a graph that applies the
+    op to nothing but its own input; an unusual honest rule set (tanh' through exp(x) and
+    exp(-x), 1/x as exp(-log x)) keeps full marks."""
+    from test_grading_attacks import SANDBOX, grade_folder
+
+    folder = tmp_path / "subs"
+    answers = {name: RULES + quotient + "".join(
+        f'VJP["{op}"] = lambda g, out, x: (g * slope({op}, x),)\n' for op in ("tanh", "exp", "log"))
+        for name, quotient in QUOTIENTS.items()} | {"honest": HONEST}
+    for name, answer in answers.items():
+        nb = nbformat.read(ROOT / "solutions" / "01_computation_graphs.ipynb", as_version=4)
+        next(c for c in nb.cells if c.get("id") == "s01-sol2").source = answer
+        (folder / name).mkdir(parents=True)
+        nbformat.write(nb, folder / name / "01_computation_graphs.ipynb")
+    reports, _, _ = grade_folder(folder, ROOT / "solutions", "--jobs", "2", *(
+        ["--sandbox"] if SANDBOX else ["--no-sandbox", "--trust-submissions"]))
+    for name in answers:
+        got = {e["exercise"]: e for e in reports[name]["exercises"]}["01.2"]
+        if name == "honest":
+            assert got["points"] == got["possible"], got["message"]
+        else:
+            assert got["points"] <= got["possible"] / 2, (name, got["points"])
+            assert "difference quotient" in got["message"], (name, got["message"])
