@@ -571,6 +571,106 @@ def say(line: str) -> None:
         pass
 
 
+def _start(config: dict, log: Log, cgroups: list[str]) -> subprocess.Popen | None:
+    """Start the kernel's command with its limits, in ``cgroups``, its stdout and stderr to
+    ``log``; in the sandbox, bwrap reads the seccomp filter from a pipe. Without a memory cgroup
+    the memory limit is also an address-space limit. None (and a ``failed`` line) when the
+    command cannot start."""
+    command, keep = list(config["command"]), []
+    if config.get("seccomp") and config.get("sandbox_tmp"):  # bwrap reads the filter from a pipe
+        read, write = os.pipe()
+        os.write(write, bytes.fromhex(config["seccomp"]))
+        os.close(write)
+        command = [str(read) if a == "@seccomp-fd" else a for a in command]
+        keep.append(read)
+    memory = config.get("memory_bytes")
+    if memory and not any(os.path.exists(os.path.join(c, f)) for c in cgroups
+                          for f in ("memory.max", "memory.limit_in_bytes")):
+        config.setdefault("limits", {})["as"] = address_space(memory)
+    try:
+        child = subprocess.Popen(
+            command, cwd=config["cwd"], env=config["env"], stdin=subprocess.DEVNULL,
+            stdout=log.write_fd, stderr=log.write_fd, close_fds=True, pass_fds=keep,
+            preexec_fn=_limits(config, cgroups))
+    except OSError as e:
+        say(f"failed {type(e).__name__}: {e}")
+        return None
+    for fd in [*keep, log.write_fd]:
+        os.close(fd)
+    return child
+
+
+def _exit_line(code: int, config: dict, cgroups: list[str], seen_cpu: float) -> str:
+    """What to tell the grader when the kernel exited with ``code``: the memory cgroup killed
+    it, it ran out of CPU time, or it exited."""
+    if config.get("memory_bytes") and oom_kills(cgroups):  # the cgroup's limit killed it
+        return f"memory {cgroup_peak(cgroups)}"
+    if _out_of_cpu(code, config, seen_cpu):
+        return f"cpu {max(seen_cpu, _children_cpu()):.0f}"
+    return f"exited {code}"
+
+
+def _over_memory(procs: list[psutil.Process], memory: int, cgroups: list[str],
+                 root: int | None, sandbox_tmp: str | None) -> str | None:
+    """What to tell the grader when the tree is over its memory (its processes, the files it
+    holds in memory, its tmpfs), hid its open files, or made too many files; else None."""
+    held = held_in_files([p.pid for p in procs])
+    if held is None:
+        return "hidden"
+    in_tmpfs, files = tmpfs_used(root, sandbox_tmp or "/tmp")
+    if files > MAX_FILES:
+        return f"disk {in_tmpfs}"
+    used = tree_rss(procs) + held + in_tmpfs
+    if used > memory or oom_kills(cgroups):
+        return f"memory {max(used, cgroup_peak(cgroups))}"
+    return None
+
+
+def _watch(child: subprocess.Popen, config: dict, log: Log, cgroups: list[str],
+           root: int | None, stop: dict[str, bool]) -> None:
+    """Drain the log and watch the kernel until it exits, goes over a limit (its tree is then
+    killed), the grader closes stdin, or SIGTERM (``stop``); say why it ended, if it did."""
+    memory, disk = config.get("memory_bytes"), config.get("disk_bytes")
+    cpus = config.get("cpus")
+    throttle = Throttle(float(cpus)) if cpus and not has_cpu_quota(cgroups) else None
+    next_memory_check = next_disk_check = next_watch = 0.0
+    seen_cpu, watch_cpu = 0.0, bool(config.get("limits", {}).get("cpu"))
+    while not stop["now"]:
+        ready, _, _ = select.select([sys.stdin, log.read_fd] if log.open else [sys.stdin], [],
+                                    [], POLL_S)
+        if sys.stdin in ready and not sys.stdin.readline():  # EOF: the grader is done
+            return
+        if log.open and log.read_fd in ready:
+            log.drain()
+            if sys.stdin not in ready and time.monotonic() < next_watch:
+                continue  # a kernel that prints fast does not make the watches below run often
+        next_watch = time.monotonic() + POLL_S
+        code = child.poll()
+        if code is not None:
+            log.drain()  # the grader reads the log's end once it hears the kernel died
+            say(_exit_line(code, config, cgroups, seen_cpu))
+            return
+        procs = tree() if throttle or time.monotonic() >= next_memory_check else []
+        if throttle:
+            throttle.tick(procs)
+        if watch_cpu and time.monotonic() >= next_memory_check:
+            seen_cpu = max(seen_cpu, tree_cpu(procs))
+        if memory and time.monotonic() >= next_memory_check:
+            next_memory_check = time.monotonic() + 0.25
+            over = _over_memory(procs, memory, cgroups, root, config.get("sandbox_tmp"))
+            if over:
+                kill_tree()
+                say(over)
+                return
+        if disk and time.monotonic() >= next_disk_check:
+            next_disk_check = time.monotonic() + 1.0
+            used = disk_used(config["folder"])
+            if used > disk:
+                kill_tree()
+                say(f"disk {used}")
+                return
+
+
 def main() -> int:
     _prctl(PR_SET_DUMPABLE, 0)
     _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
@@ -582,89 +682,20 @@ def main() -> int:
         return 0
     config = json.loads(sys.stdin.readline())
     log = Log(config["log"])
-    memory, disk = config.get("memory_bytes"), config.get("disk_bytes")
-    cpus, sandbox_tmp = config.get("cpus"), config.get("sandbox_tmp")
-    cgroups = make_cgroups(f"course-grade-{os.getpid()}", config.get("processes"), memory,
-                           cpus) if config.get("cgroups", True) else []
-    throttle = Throttle(float(cpus)) if cpus and not has_cpu_quota(cgroups) else None
-    command, keep = list(config["command"]), []
-    if config.get("seccomp") and sandbox_tmp:  # bwrap reads the filter from a pipe
-        read, write = os.pipe()
-        os.write(write, bytes.fromhex(config["seccomp"]))
-        os.close(write)
-        command = [str(read) if a == "@seccomp-fd" else a for a in command]
-        keep.append(read)
-    if memory and not any(os.path.exists(os.path.join(c, f)) for c in cgroups
-                          for f in ("memory.max", "memory.limit_in_bytes")):
-        config.setdefault("limits", {})["as"] = address_space(memory)
-    try:
-        child = subprocess.Popen(
-            command, cwd=config["cwd"], env=config["env"], stdin=subprocess.DEVNULL,
-            stdout=log.write_fd, stderr=log.write_fd, close_fds=True, pass_fds=keep,
-            preexec_fn=_limits(config, cgroups))
-    except OSError as e:
-        say(f"failed {type(e).__name__}: {e}")
+    cgroups = make_cgroups(f"course-grade-{os.getpid()}", config.get("processes"),
+                           config.get("memory_bytes"), config.get("cpus")) \
+        if config.get("cgroups", True) else []
+    child = _start(config, log, cgroups)
+    if child is None:
         return 1
-    for fd in [*keep, log.write_fd]:
-        os.close(fd)
     say(f"started {child.pid} subreaper={int(subreaper)}")
+    sandbox_tmp = config.get("sandbox_tmp")
     root = sandbox_root(child.pid) if sandbox_tmp else None
     if sandbox_tmp:
         say(f"root {root}")
     for folder in cgroups:  # the grader removes them if we cannot (killed by the kernel)
         say(f"cgroup {folder}")
-    next_memory_check = next_disk_check = 0.0
-    code, seen_cpu, watch_cpu = None, 0.0, bool(config.get("limits", {}).get("cpu"))
-    next_watch = 0.0
-    while not stop["now"]:
-        ready, _, _ = select.select([sys.stdin, log.read_fd] if log.open else [sys.stdin], [],
-                                    [], POLL_S)
-        if sys.stdin in ready and not sys.stdin.readline():  # EOF: the grader is done
-            break
-        if log.open and log.read_fd in ready:
-            log.drain()
-            if sys.stdin not in ready and time.monotonic() < next_watch:
-                continue  # a kernel that prints fast does not make the watches below run often
-        next_watch = time.monotonic() + POLL_S
-        code = child.poll()
-        if code is not None:
-            log.drain()  # the grader reads the log's end once it hears the kernel died
-            if memory and oom_kills(cgroups):  # the cgroup's limit killed it
-                say(f"memory {cgroup_peak(cgroups)}")
-            elif _out_of_cpu(code, config, seen_cpu):
-                say(f"cpu {max(seen_cpu, _children_cpu()):.0f}")
-            else:
-                say(f"exited {code}")
-            break
-        procs = tree() if throttle or time.monotonic() >= next_memory_check else []
-        if throttle:
-            throttle.tick(procs)
-        if watch_cpu and time.monotonic() >= next_memory_check:
-            seen_cpu = max(seen_cpu, tree_cpu(procs))
-        if memory and time.monotonic() >= next_memory_check:
-            next_memory_check = time.monotonic() + 0.25
-            held = held_in_files([p.pid for p in procs])
-            if held is None:
-                kill_tree()
-                say("hidden")
-                break
-            in_tmpfs, files = tmpfs_used(root, sandbox_tmp or "/tmp")
-            if files > MAX_FILES:
-                kill_tree()
-                say(f"disk {in_tmpfs}")
-                break
-            used = tree_rss(procs) + held + in_tmpfs
-            if used > memory or oom_kills(cgroups):
-                kill_tree()
-                say(f"memory {max(used, cgroup_peak(cgroups))}")
-                break
-        if disk and time.monotonic() >= next_disk_check:
-            next_disk_check = time.monotonic() + 1.0
-            used = disk_used(config["folder"])
-            if used > disk:
-                kill_tree()
-                say(f"disk {used}")
-                break
+    _watch(child, config, log, cgroups, root, stop)
     n = kill_tree()
     log.close()
     for folder in cgroups:
