@@ -214,7 +214,6 @@ REASON = "Long because"
 #: Pieces still over the limits with no reason written, to be split; the list may only shrink
 #: (a piece that gets short enough must leave it, and a new long piece may not join it).
 STILL_TO_SPLIT = {
-    "commands.audit.audit_notebook",
     "notebook.static._Reader",
 }
 

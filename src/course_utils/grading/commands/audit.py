@@ -72,7 +72,7 @@ import json
 import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -388,6 +388,65 @@ def _num(x: float) -> str:
     return f"{x:g}"
 
 
+@dataclass
+class Lesson:
+    """A solutions notebook as the audit reads it: its code cells, each exercise's points, and
+    which code cells are each exercise's solution and checks."""
+
+    stem: str
+    path: Path
+    nb: nbformat.NotebookNode
+    code: list
+    possible: dict[str, float]
+    solution_cells: dict[str, list[int]] = field(default_factory=dict)
+    check_cells: dict[str, list[int]] = field(default_factory=dict)
+
+    def replay(self, upto: int) -> list[tuple[int, str]]:
+        """The cells before code cell ``upto`` that a fresh kernel runs again (no checks)."""
+        return [(j, str(self.code[j].source)) for j in range(upto) if not is_check(self.code[j])]
+
+
+def read_lesson(stem: str, root: Path) -> Lesson:
+    """``solutions/<stem>.ipynb`` under ``root``, validated."""
+    path = root / "solutions" / f"{stem}.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    validate(nb, str(path))
+    code = code_cells(nb)
+    lesson = Lesson(stem, path, nb, code, exercises(nb))
+    for i, cell in enumerate(code):
+        ex = exercise_id(cell)
+        if is_solution(cell):
+            lesson.solution_cells.setdefault(ex, []).append(i)
+        elif is_check(cell):
+            lesson.check_cells.setdefault(ex, []).append(i)
+    return lesson
+
+
+def lesson_variants(lesson: Lesson, folder: Path, root: Path, generated: bool,
+                    notes: dict[str, list[str]]) -> tuple[dict[str, list[Variant]],
+                                                          list[VariantResult]]:
+    """Each exercise's variants (the stub, the fixtures in ``folder``/<id>, and with
+    ``generated`` the shortcuts the audit makes), and a wrong row for each fixture folder that
+    names no exercise of the lesson."""
+    code, variants = lesson.code, {}
+    for ex, cells in lesson.solution_cells.items():
+        stub = Variant("stub", "stub", [strip_solutions(code[i].source, ex) for i in cells])
+        variants[ex] = [stub, *load_fixtures(folder / ex, len(cells),
+                                             lesson.possible.get(ex, 0))]
+        if generated:
+            variants[ex] += generated_shortcuts(
+                ex, [code[i].source for i in cells], root,
+                [str(code[j].source) for j in lesson.check_cells.get(ex, [])],
+                notes.setdefault(f"{lesson.stem} {ex}", []))
+    strays = []
+    for extra in sorted(folder.iterdir()) if folder.is_dir() else []:
+        if extra.is_dir() and extra.name not in lesson.solution_cells:
+            bad = Variant(extra.name, "shortcut", [], path=str(extra),
+                          problem=f"{lesson.stem} has no exercise {extra.name}")
+            strays.append(VariantResult(lesson.stem, extra.name, bad, 0, 0))
+    return variants, strays
+
+
 def audit_notebook(stem: str, *, root: Path | None = None, timeout: float = 120.0,
                    sandbox: bool = False, fixtures: Path | None = None,
                    progress: bool = False, generated: bool = True,
@@ -398,111 +457,102 @@ def audit_notebook(stem: str, *, root: Path | None = None, timeout: float = 120.
     generated shortcut was not made)."""
     notes = {} if notes is None else notes
     root = root or find_course_root()
-    path = root / "solutions" / f"{stem}.ipynb"
-    nb = nbformat.read(path, as_version=4)
-    validate(nb, str(path))
-    code = code_cells(nb)
-    possible = exercises(nb)
-    solution_cells: dict[str, list[int]] = {}
-    check_cells: dict[str, list[int]] = {}
-    for i, cell in enumerate(code):
-        ex = exercise_id(cell)
-        if is_solution(cell):
-            solution_cells.setdefault(ex, []).append(i)
-        elif is_check(cell):
-            check_cells.setdefault(ex, []).append(i)
-    folder = (fixtures or fixtures_root(root)) / stem
-    variants: dict[str, list[Variant]] = {}
-    for ex, cells in solution_cells.items():
-        stub = Variant("stub", "stub", [strip_solutions(code[i].source, ex) for i in cells])
-        variants[ex] = [stub, *load_fixtures(folder / ex, len(cells), possible.get(ex, 0))]
-        if generated:
-            variants[ex] += generated_shortcuts(
-                ex, [code[i].source for i in cells], root,
-                [str(code[j].source) for j in check_cells.get(ex, [])],
-                notes.setdefault(f"{stem} {ex}", []))
-    results: list[VariantResult] = []
-    for extra in sorted(folder.iterdir()) if folder.is_dir() else []:
-        if extra.is_dir() and extra.name not in solution_cells:
-            bad = Variant(extra.name, "shortcut", [], path=str(extra),
-                          problem=f"{stem} has no exercise {extra.name}")
-            results.append(VariantResult(stem, extra.name, bad, 0, 0))
-    starts = {cells[0]: ex for ex, cells in solution_cells.items()}
+    lesson = read_lesson(stem, root)
+    variants, results = lesson_variants(lesson, (fixtures or fixtures_root(root)) / stem, root,
+                                        generated, notes)
+    starts = {cells[0]: ex for ex, cells in lesson.solution_cells.items()}
     canonical: dict[int, CellResult] = {}
 
     def say(text: str) -> None:
         if progress:
             print(text, file=sys.stderr, flush=True)
 
-    def replay(upto: int) -> list[tuple[int, str]]:
-        return [(j, str(code[j].source)) for j in range(upto) if not is_check(code[j])]
-
     # Graded with a seed other than the one a learner's Jupyter uses (probe.DEFAULT_SEED), as
     # course-grade draws its own: an answer built from what a learner can see meets other inputs.
     run = NotebookRun(timeout, sandbox=sandbox, seed=AUDIT_SEED)
-    run.specs = verdicts.specs(nb.cells)  # probe-and-verdict checks, judged with the key
-    run.key = answer_key.load(path, root / "solutions", timeout=timeout, seed=AUDIT_SEED) \
-        if run.specs else None
+    run.specs = verdicts.specs(lesson.nb.cells)  # probe-and-verdict checks, judged with the key
+    run.key = answer_key.load(lesson.path, root / "solutions", timeout=timeout,
+                              seed=AUDIT_SEED) if run.specs else None
     try:
         run.start()
-        for i, cell in enumerate(code):
+        for i, cell in enumerate(lesson.code):
             if i in starts:
-                ex = starts[i]
-                end = max(check_cells.get(ex, [i]))
-                run.snapshot()
-                if generated:
-                    say(f"{stem} {ex}: recording the calls a learner sees")
-                    lookup, why = record_lookup(run, code, ex, i, end, solution_cells[ex])
-                    if lookup is not None:
-                        variants[ex].append(lookup)
-                    else:
-                        notes.setdefault(f"{stem} {ex}", []).append(f"lookup: {why}")
-                    if run.alive():
-                        run.restore()
-                    else:
-                        run.restart(replay(i))
-                        run.snapshot()
-                for variant in variants[ex]:
-                    result = VariantResult(stem, ex, variant, 0, possible.get(ex, 0))
-                    if not variant.problem:
-                        t0 = time.monotonic()
-                        # Tamper probes where a false alarm would show: the right answers.
-                        # (A stub or shortcut must score below full marks anyway.)
-                        run.probe = variant.kind == "unusual"
-                        try:
-                            _run_variant(run, code, ex, i, end, solution_cells[ex], variant,
-                                         result)
-                        finally:
-                            run.probe = True
-                        result.seconds = time.monotonic() - t0
-                        judge_statically(result, nb, code, solution_cells[ex])
-                        if run.alive():
-                            run.restore()
-                        else:
-                            run.restart(replay(i))
-                            run.snapshot()
-                    _judge(result)
-                    say(f"{stem} {ex} {variant.name}: {_num(result.points)}/"
-                        f"{_num(result.possible)} {'ok' if result.ok else 'WRONG'}")
-                    results.append(result)
+                results += _audit_exercise(run, lesson, starts[i], variants[starts[i]],
+                                           generated=generated, notes=notes, say=say)
             if not run.alive():
-                run.restart(replay(i))
+                run.restart(lesson.replay(i))
             canonical[i] = run.run_cell(i, cell)
     except KernelError as e:
         raise RuntimeError(f"{stem}: the kernel could not be started: {e}") from None
     finally:
         run.close()
+    return _with_solutions(lesson, results, canonical)
 
-    # The solution itself, from the top-to-bottom run, first in each exercise's rows.
-    ordered = [r for r in results if r.exercise not in solution_cells]
-    for ex, cells in solution_cells.items():
-        solution = Variant("solution", "solution", [code[i].source for i in cells])
-        result = VariantResult(stem, ex, solution, 0, possible.get(ex, 0))
-        result.checks = [_score(i, code[i], canonical.get(i)) for i in check_cells.get(ex, [])]
-        result.points = sum(c.points for c in result.checks)
-        judge_statically(result, nb, code, cells)
+
+def _audit_exercise(run: NotebookRun, lesson: Lesson, ex: str, variants: list[Variant], *,
+                    generated: bool, notes: dict[str, list[str]],
+                    say: Callable[[str], None]) -> list[VariantResult]:
+    """Run each variant of exercise ``ex`` in ``run``'s kernel, which has run the cells before
+    the exercise: the namespace is saved first and put back after each variant (a fresh
+    kernel replays the cells before it where a variant lost the kernel). With ``generated``,
+    the recorded lookup shortcut (``record_lookup``) is made first and joins ``variants``."""
+    code, stem = lesson.code, lesson.stem
+    cells = lesson.solution_cells[ex]
+    i, end = cells[0], max(lesson.check_cells.get(ex, [cells[0]]))
+    run.snapshot()
+    if generated:
+        say(f"{stem} {ex}: recording the calls a learner sees")
+        lookup, why = record_lookup(run, code, ex, i, end, cells)
+        if lookup is not None:
+            variants.append(lookup)
+        else:
+            notes.setdefault(f"{stem} {ex}", []).append(f"lookup: {why}")
+        if run.alive():
+            run.restore()
+        else:
+            run.restart(lesson.replay(i))
+            run.snapshot()
+    results = []
+    for variant in variants:
+        result = VariantResult(stem, ex, variant, 0, lesson.possible.get(ex, 0))
+        if not variant.problem:
+            t0 = time.monotonic()
+            # Tamper probes where a false alarm would show: the right answers.
+            # (A stub or shortcut must score below full marks anyway.)
+            run.probe = variant.kind == "unusual"
+            try:
+                _run_variant(run, code, ex, i, end, cells, variant, result)
+            finally:
+                run.probe = True
+            result.seconds = time.monotonic() - t0
+            judge_statically(result, lesson.nb, code, cells)
+            if run.alive():
+                run.restore()
+            else:
+                run.restart(lesson.replay(i))
+                run.snapshot()
         _judge(result)
-        last = max(check_cells.get(ex, [0]))
+        say(f"{stem} {ex} {variant.name}: {_num(result.points)}/"
+            f"{_num(result.possible)} {'ok' if result.ok else 'WRONG'}")
+        results.append(result)
+    return results
+
+
+def _with_solutions(lesson: Lesson, results: list[VariantResult],
+                    canonical: dict[int, CellResult]) -> list[VariantResult]:
+    """The rows in order: fixture folders of no exercise first, then per exercise the solution
+    itself (scored from the top-to-bottom run, ``canonical``) and its variants."""
+    code = lesson.code
+    ordered = [r for r in results if r.exercise not in lesson.solution_cells]
+    for ex, cells in lesson.solution_cells.items():
+        solution = Variant("solution", "solution", [code[i].source for i in cells])
+        result = VariantResult(lesson.stem, ex, solution, 0, lesson.possible.get(ex, 0))
+        result.checks = [_score(i, code[i], canonical.get(i))
+                         for i in lesson.check_cells.get(ex, [])]
+        result.points = sum(c.points for c in result.checks)
+        judge_statically(result, lesson.nb, code, cells)
+        _judge(result)
+        last = max(lesson.check_cells.get(ex, [0]))
         failing = [(j, r) for j, r in sorted(canonical.items()) if j < last and
                    r.outcome not in ("passed", "skipped") and not is_check(code[j])]
         if failing and not result.ok:
