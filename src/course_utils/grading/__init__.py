@@ -8,15 +8,18 @@ a lower layer needs (a kernel's environment and limits, the run's seed) is passe
    ``layout`` (the course's folders, a notebook's bytes), ``probe`` (the kernel's side of a
    check), ``transport`` (the report's wire format and limits), ``verdict`` (the grader's side),
    ``checks`` (``forbid``, ``check_predictions``), ``routes``, ``answers_in_package``;
-2. ``running/``: running code safely: ``kernel`` (the kernel driver), ``supervise`` (the process
-   that owns a kernel's processes and limits), ``sandbox`` (bubblewrap), ``tamper`` and
-   ``probe_source`` (the tamper probe), ``guard`` (the course's files, without the sandbox);
+2. ``running/``: running code safely: ``kernel`` (the kernel driver, with ``launch``, ``channels``
+   and ``supervisor_link``), ``supervise`` (the process that owns a kernel's processes and limits),
+   ``sandbox`` (bubblewrap), ``tamper`` and ``probe_source`` (the tamper probe), ``guard`` (the
+   course's files, without the sandbox);
 3. ``notebook/``: grading one notebook: ``pipeline`` (``grade_notebook``), ``restore`` (the
-   canonical checks put back), ``run`` (cell by cell, each check judged), ``key`` (the answer
-   key), ``report`` (results and their views), and ``static`` (the answers' source judged);
-4. ``commands/``: what people do with it: ``grade`` (``course-grade``), ``classroom`` (roster,
-   Canvas, CSV, ``--resume``), ``build`` (``course-build-exercises``), ``release`` and
-   ``release_files``, ``gradescope``; and ``audit`` and ``shortcuts`` (the shortcut audit).
+   canonical checks put back), ``run`` (cell by cell; ``judge``, ``tamper_watch`` and ``messages``
+   for each reply), ``key`` (the answer key), ``report`` (results and their views), and ``static``
+   (the answers' source judged);
+4. ``commands/``: what people do with it: ``grade`` (``course-grade``), ``classroom`` (a class run,
+   with ``submissions``, ``roster`` and ``adjustments``), ``build`` (``course-build-exercises``),
+   ``release`` and ``release_files``, ``gradescope``; and ``audit`` and ``shortcuts`` (the shortcut
+   audit).
 
 The modules here that only say "moved to" keep the old paths working
 (``course_utils.grading.grade`` is ``course-grade``'s entry point). The exercise format and how
