@@ -9,7 +9,8 @@ mechanism now verifies that the result came from it:
   follow.
 - 05.3: a cond whose branches return the same value, computed before it (or a cond of ones
   multiplying it): the graph is run with the cond's predicate forced, both ways, and must give
-  x / |x| one way and x the other.
+  x / |x| one way and x the other; and no root may be taken outside the cond's branches (the
+  double-where value computed before a cond that picks between it and x).
 - 05.5: the closed form in an op registered for the answer, or Newton steps beside a bisection
   loop whose result is dropped: the graph's ops must be minigraph's own, and run with the loop
   body's `if` decided the other way the result must move off the root.
@@ -35,7 +36,8 @@ pytestmark = pytest.mark.slow
 
 SHORTCUTS = {
     "05.1": ["shortcut-eager-forged-counters", "shortcut-graph-run-eager-returned"],
-    "05.3": ["shortcut-same-value-cond", "shortcut-where-times-cond"],
+    "05.3": ["shortcut-same-value-cond", "shortcut-where-times-cond",
+             "shortcut-where-value-picked-by-cond"],
     "05.5": ["shortcut-registered-op", "shortcut-newton-beside-loop"],
     "05.6": ["shortcut-numpy-dummy-counts", "shortcut-traced-is-static"],
 }
