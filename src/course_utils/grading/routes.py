@@ -110,6 +110,12 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
              "torch.autograd.functional", "torch.autograd.forward_ad", "torch.func",
              "torch.Tensor.backward", "torch.nn.SiLU", "torch.nn.functional.silu",
              "torch.ops.aten.silu*", *COMPLEX),
+    # 07.2 walks grad_fn.next_functions itself: the engine that would walk the graph for it
+    # (backward run under the profiler, its evaluate_function events counted: second attack
+    # review, 3/3) is what is forbidden.
+    "07.2": (".backward", "torch.autograd.grad", "torch.autograd.backward", "torch.Tensor.backward",
+             "torch.profiler", "torch.autograd.profiler", "torch.autograd.profiler_util",
+             "torch._C._autograd", "torch.autograd._engine_run_backward"),
     # 07.5 writes the double backward by hand: forward mode through its aten ops or private
     # bindings is the forward_ad its checks forbid (second attack review: aten._make_dual 4/5).
     "07.5": ("torch.ops.aten._make_dual*", "torch.ops.aten._unpack_dual*", "torch._VF._make_dual*",
