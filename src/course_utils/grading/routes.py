@@ -25,6 +25,9 @@ AUTODIFF = ("course_utils.minigraph.gradients", "course_utils.minigraph.Tensor.b
             "torch.autograd.grad", "torch.autograd.backward", "torch.Tensor.backward",
             "jax.grad", "jax.vjp", "jax.value_and_grad", "jax.jacrev", "jax.jacfwd", "jax.jvp",
             "jax.linearize")
+#: Symbolic differentiation: a computer algebra system derives the rule or the gradient graph
+#: (third attack review: 02.5's second derivative from ``sympy.diff``, rebuilt as graph nodes, 4/4).
+SYMBOLIC = ("sympy", "symengine", "autograd")
 #: Forward mode done by a library (exercise 01.4).
 FORWARD = ("torch.func.jvp", "torch.func.jacfwd", "torch.autograd.functional.jvp",
            "torch.autograd.forward_ad.make_dual", "course_utils.engine.backprop",
@@ -57,7 +60,9 @@ HOST_CALLS = ("jax.pure_callback", "jax.experimental.io_callback",
 #: An optimizer that builds a TensorFlow model's gradients and update for it (exercise 06.1 asks
 #: for them by hand: ``v1.gradients``, ``assign_sub``, ``tf.group``).
 TF_OPTIMIZERS = ("tensorflow.compat.v1.train", "tensorflow.train", "tensorflow.optimizers",
-                 "tensorflow.keras.optimizers", "keras.optimizers", "tf_keras.optimizers")
+                 "tensorflow.keras.optimizers", "keras.optimizers", "tf_keras.optimizers",
+                 "tensorflow.python.training", "tensorflow.python.keras.optimizer*",
+                 "keras.src.optimizers", "tf_keras.src.optimizers")
 
 #: A name taken from another module: an answer that gives its class or function another
 #: ``__module__`` or ``__qualname__`` (in a class body, by assignment, in ``type(...)``'s dict or
@@ -92,15 +97,16 @@ EVERY = (FORGED_IDENTITY, LIBRARY_WRITE, *PROCESSES)
 #: ``forbid`` literals and the package's own answers.
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     "01.1": ("graphlib", "networkx", *PROFILER, *THREADS),
-    "01.2": (*AUTODIFF, *COMPLEX),
-    "01.3": AUTODIFF,
-    "01.4": (*AUTODIFF, *FORWARD, *COMPLEX),
+    "01.2": (*AUTODIFF, *COMPLEX, *SYMBOLIC),
+    "01.3": (*AUTODIFF, *SYMBOLIC),
+    "01.4": (*AUTODIFF, *FORWARD, *COMPLEX, *SYMBOLIC),
     # Reverse mode and derivative rules written by hand: the complex step would give the
     # derivatives to rounding with no rule written (04.2 replayed a tape's records on x + ih).
-    "02.2": COMPLEX,
-    "02.4": ("course_utils.minigraph.gradients", "course_utils.minigraph.autodiff", *COMPLEX),
-    "02.5": COMPLEX,
-    "04.2": COMPLEX,
+    "02.2": (*COMPLEX, *SYMBOLIC),
+    "02.4": ("course_utils.minigraph.gradients", "course_utils.minigraph.autodiff", *COMPLEX,
+             *SYMBOLIC),
+    "02.5": (*COMPLEX, *SYMBOLIC),
+    "04.2": (*COMPLEX, *SYMBOLIC),
     # 06.1 builds the gradients with v1.gradients and the update with assign ops: a TF
     # optimizer's compute_gradients/apply_gradients or minimize does both (attack review: 5/5).
     "06.1": TF_OPTIMIZERS,
@@ -132,7 +138,12 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     # on the host.
     "13.2": HOST_CALLS,
     "13.3": HOST_CALLS,
-    "13.4": ("jax.numpy.cbrt", "jax.lax.cbrt", "numpy.cbrt", "scipy.special.cbrt", *HOST_CALLS),
+    # 13.4's rule is the derivative the learner writes from the solution: JAX's own
+    # differentiation inside the rule (jax.jvp of a Newton step taken from the solution: third
+    # attack review, 6/6) would derive it instead.
+    "13.4": ("jax.numpy.cbrt", "jax.lax.cbrt", "numpy.cbrt", "scipy.special.cbrt", *HOST_CALLS,
+             "jax.jvp", "jax.vjp", "jax.linearize", "jax.grad", "jax.value_and_grad",
+             "jax.jacfwd", "jax.jacrev", "jax.hessian", "jax.linear_transpose"),
     # 15.1 writes the C of a fused loop: the course's compiler (its op -> C table, emit_loop)
     # would write it for the answer.
     "15.1": ("course_utils.minigraph.compile_c",),
