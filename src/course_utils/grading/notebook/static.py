@@ -128,8 +128,9 @@ class Analysis:
     trees: list[tuple[int, ast.AST]] = field(default_factory=list)
 
 
-class _Reader(ast.NodeVisitor):
-    """Walks one cell in order, keeping a table of names -> dotted names (None: a local value)."""
+class _Names(ast.NodeVisitor):
+    """What a cell's reader keeps as it walks: a table of names -> dotted names (None: a local
+    value), and what it found reached and hidden (the :class:`Analysis`)."""
 
     def __init__(self, env: dict[str, str | None], cell: int, out: Analysis) -> None:
         self.env, self.cell, self.out = env, cell, out
@@ -208,7 +209,11 @@ class _Reader(ast.NodeVisitor):
     def hide(self, node: ast.AST, what: str) -> None:
         self.out.hiding.append(Finding(self.cell, getattr(node, "lineno", 1), what))
 
-    # -- statements that bind names -------------------------------------------------------
+
+class _Binder(_Names):
+    """The statements that bind names: imports, assignments, loops, ``with``, ``except``,
+    functions, classes and comprehensions (each name's dotted name, or None)."""
+
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
@@ -333,7 +338,11 @@ class _Reader(ast.NodeVisitor):
     def visit_Global(self, node: ast.Global) -> None:
         self.out.defines.update(node.names)
 
-    # -- what is reached ------------------------------------------------------------------
+
+class _Reader(_Binder):
+    """Walks one cell in order, keeping a table of names -> dotted names (None: a local value),
+    and records what each name, attribute, subscript, constant and call it meets reaches."""
+
 
     def visit_Name(self, node: ast.Name) -> None:
         if isinstance(node.ctx, ast.Load):
