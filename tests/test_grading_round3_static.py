@@ -176,3 +176,73 @@ def test_difference_quotients_of_the_op_functions_score_at_most_half_of_01_2(tmp
         else:
             assert got["points"] <= got["possible"] / 2, (name, got["points"])
             assert "difference quotient" in got["message"], (name, got["message"])
+
+
+# --- 15.1: one fused loop, each value a local variable, not an array per op -----------------
+
+ATTACK_151 = (ROOT / "tests" / "fixtures" / "shortcuts" / "15_graph_without_python" / "15.1"
+              / "shortcut-one-loop-per-op.py")
+FORMS = ('FORMS = {"add": "{0} + {1}", "sub": "{0} - {1}", "mul": "{0} * {1}",\n'
+         '         "div": "{0} / {1}", "maximum": "({0} > {1} ? {0} : {1})", "neg": "-{0}",\n'
+         '         "relu": "({0} < 0 ? 0 : {0})", "exp": "exp{f}({0})", "log": "log{f}({0})",\n'
+         '         "tanh": "tanh{f}({0})"}\n\n\n')
+UNROLLED = FORMS + '''def emit_fused(records, n_inputs, ctype):
+    f = "f" if ctype == "float" else ""
+
+    def lane(k):  # the chain at element i + k, each value a local v<value>_<k>
+        def arg(a):
+            return f"v{a}_{k}" if isinstance(a, int) else f"(({ctype}){float(a)!r})"
+        lines = [f"    {ctype} v{j}_{k} = in[{j}][i + {k}];" for j in range(n_inputs)]
+        for j, (op, args) in enumerate(records):
+            expr = FORMS[op].format(*map(arg, args), f=f)
+            lines.append(f"    {ctype} v{n_inputs + j}_{k} = {expr};")
+        return lines + [f"    out[i + {k}] = v{n_inputs + len(records) - 1}_{k};"]
+
+    lines = [f"void fused(int64_t n, const {ctype} *const *in, {ctype} *out) {{",
+             "  int64_t i = 0;", "  for (; i + 4 <= n; i += 4) {"]
+    for k in range(4):
+        lines += lane(k)
+    return "\\n".join(lines + ["  }", "  for (; i < n; i++) {", *lane(0), "  }", "}"])
+'''
+LOCAL_ARRAY = FORMS + '''def emit_fused(records, n_inputs, ctype):
+    f, last = ("f" if ctype == "float" else ""), n_inputs + len(records) - 1
+
+    def arg(a):
+        return f"v[{a}]" if isinstance(a, int) else f"(({ctype}){float(a)!r})"
+
+    lines = [f"void fused(int64_t n, const {ctype} *const *in, {ctype} *out) {{",
+             "  for (int64_t i = 0; i < n; i++) {", f"    {ctype} v[{last + 1}];"]
+    lines += [f"    v[{j}] = in[{j}][i];" for j in range(n_inputs)]
+    for j, (op, args) in enumerate(records):
+        lines.append(f"    v[{n_inputs + j}] = {FORMS[op].format(*map(arg, args), f=f)};")
+    return "\\n".join(lines + [f"    out[i] = v[{last}];", "  }", "}"])
+'''
+
+
+def test_one_loop_per_op_over_a_buffer_scores_at_most_half_of_15_1(tmp_path):
+    """Issue 36, second attack review: 15.1's emit_fused wrote one loop per op over a blocked
+    scratch buffer (the op-by-op evaluation the lesson contrasts with fusion), 6/6. The checks
+    now measure the compiled function's own memory (writable static data, stack frame): the
+    buffer, static or on the stack, scores <= half; a fused loop unrolled by four (with its
+    remainder loop) and one that keeps the values in a small local array per element keep 6/6."""
+    from test_grading_attacks import SANDBOX, grade_folder
+
+    attack = ATTACK_151.read_text()
+    answers = {"buffer": attack, "stack-buffer": attack.replace("static {T} v[", "{T} v["),
+               "unrolled": UNROLLED, "local-array": LOCAL_ARRAY}
+    assert answers["stack-buffer"] != attack
+    folder = tmp_path / "subs"
+    for name, answer in answers.items():
+        nb = nbformat.read(ROOT / "solutions" / "15_graph_without_python.ipynb", as_version=4)
+        next(c for c in nb.cells if c.get("id") == "s15-sol").source = answer
+        (folder / name).mkdir(parents=True)
+        nbformat.write(nb, folder / name / "15_graph_without_python.ipynb")
+    reports, _, _ = grade_folder(folder, ROOT / "solutions", "--jobs", "2", *(
+        ["--sandbox"] if SANDBOX else ["--no-sandbox", "--trust-submissions"]))
+    for name in answers:
+        got = {e["exercise"]: e for e in reports[name]["exercises"]}["15.1"]
+        if name in ("unrolled", "local-array"):
+            assert got["points"] == got["possible"], (name, got["message"])
+        else:
+            assert got["points"] <= got["possible"] / 2, (name, got["points"])
+            assert "a buffer per value" in got["message"], (name, got["message"])
