@@ -39,6 +39,7 @@ from course_utils.grading.notebook import static
 from course_utils.grading.notebook.report import CheckResult, ExerciseResult, NotebookReport
 from course_utils.grading.notebook.restore import _solutions_notebook, restore_checks
 from course_utils.grading.notebook.run import CellResult, code_cells, run_notebook, time_budget
+from course_utils.grading.running.answers_view import lesson_of, package_view
 from course_utils.grading.running.guard import CourseGuard
 from course_utils.grading.running.kernel import Limits
 
@@ -56,6 +57,14 @@ MAX_JSON_DEPTH = 64
 MAX_JSON_VALUES = 1_000_000
 _JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+def _package_for(notebook: str, key: object) -> Path | None:
+    """The course package the learner's kernel imports: with an answer key (an instructor's
+    grading), a copy with the answers to this lesson and later ones withheld (answers_view);
+    without one (a learner grading their own copy) the package as it is."""
+    lesson = lesson_of(notebook)
+    return package_view(lesson) if key is not None and lesson is not None else None
 
 
 def grade_notebook(path: str | Path, solutions: str | Path, *, timeout: float = 60.0,
@@ -101,13 +110,13 @@ def grade_notebook(path: str | Path, solutions: str | Path, *, timeout: float = 
         restored = restore_checks(nb, reference)
         code = code_cells(restored.notebook)
         labels = restored.labels()
-        limits = _cpu_limited(limits, time_budget(len(code_cells(reference)) + EXTRA_CELLS,
-                                                  timeout))
+        budget = time_budget(len(code_cells(reference)) + EXTRA_CELLS, timeout)
+        limits = _cpu_limited(limits, budget)
         results, report.notes = run_notebook(
             restored.notebook, timeout, canonical_path.name, sandbox=sandbox, limits=limits,
             hidden=[solutions, answer_key.folder(solutions), *hidden], labels=labels,
-            budget=time_budget(len(code_cells(reference)) + EXTRA_CELLS, timeout),
-            specs=specs, key=key, references=key is None, seed=seed, env=kernel_env)
+            budget=budget, specs=specs, key=key, references=key is None, seed=seed,
+            env=kernel_env, package=_package_for(canonical_path.name, key))
         if specs and key is None:
             report.notes.append("this copy of the course has no answer key: the expected "
                                 "values were worked out in your own kernel, and predictions "

@@ -58,8 +58,11 @@ class NotebookRun:
     def __init__(self, timeout: float, *, sandbox: bool = False, limits: Limits | None = None,
                  hidden: list[Path] | None = None, probe: bool = True,
                  startup_timeout: float = 120.0, seed: int | None = None,
-                 env: Mapping[str, str] | None = None) -> None:
+                 env: Mapping[str, str] | None = None, package: Path | None = None) -> None:
         self.timeout = timeout
+        #: The copy of course_utils its kernels import (``answers_view``: the graded lesson's
+        #: answers withheld); None: the grader's own package.
+        self.package = package
         #: Variables for every kernel this run starts (``kernel_environment``: threads and
         #: device, chosen by the command that grades); the seed's is added to them.
         self.env = dict(env or {})
@@ -114,7 +117,8 @@ class NotebookRun:
         if self.seed is not None:
             env[SEED_VARIABLE] = str(int(self.seed))
         self.kernel = Kernel(sandbox=self.sandbox, limits=self.limits, hidden=self.hidden,
-                             startup_timeout=self.startup_timeout, env=env)
+                             startup_timeout=self.startup_timeout, env=env,
+                             package=self.package)
         self.kernel.start()
         self.sent, self._count = [], {}
         self.watch = TamperWatch(self.kernel, self._nonce)
@@ -362,8 +366,8 @@ def run_notebook(nb: NotebookNode, timeout: float, name: str = "notebook.ipynb",
                  hidden: list[Path] | None = None, probe: bool = True,
                  budget: float | None = None, labels: list[str] | None = None,
                  specs: dict | None = None, key: object = None, references: bool = False,
-                 seed: int | None = None, env: Mapping[str, str] | None = None
-                 ) -> tuple[list[CellResult], list[str]]:
+                 seed: int | None = None, env: Mapping[str, str] | None = None,
+                 package: Path | None = None) -> tuple[list[CellResult], list[str]]:
     """Run the code cells of ``nb``; one result per code cell, and notes about the run.
 
     After a cell that lost the kernel, a fresh kernel runs the earlier cells again (not the
@@ -374,7 +378,8 @@ def run_notebook(nb: NotebookNode, timeout: float, name: str = "notebook.ipynb",
     notebook, the answer key, and whether to work out missing expected values in this kernel
     (see ``NotebookRun``). ``seed``: the grading run's seed, from which the checks' probes
     (and, without a key, their references) build their inputs (``probe.run_rng``). ``env``:
-    variables for its kernels (threads, device: ``kernel.kernel_environment``).
+    variables for its kernels (threads, device: ``kernel.kernel_environment``). ``package``:
+    the copy of course_utils its kernels import (``answers_view.package_view``).
     """
     code = code_cells(nb)
     results: list[CellResult] = []
@@ -384,7 +389,7 @@ def run_notebook(nb: NotebookNode, timeout: float, name: str = "notebook.ipynb",
         budget = time_budget(len(code), timeout)
     deadline = time.monotonic() + budget
     run = NotebookRun(timeout, sandbox=sandbox, limits=limits, hidden=hidden, probe=probe,
-                      seed=seed, env=env)
+                      seed=seed, env=env, package=package)
     run.labels = list(labels or [])
     run.specs, run.key, run.references = dict(specs or {}), key, references
     try:

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from course_utils.grading.running import sandbox as bwrap
+from course_utils.grading.running.answers_view import PACKAGE
 from course_utils.grading.running.channels import MAX_MESSAGE_BYTES, Channels
 from course_utils.grading.running.launch import (  # noqa: F401 (kernel.X as before)
     ENVIRONMENT,
@@ -92,13 +93,16 @@ class Kernel:
     """One IPython kernel below its own supervisor, in a private temporary folder.
 
     ``hidden``: paths the sandboxed kernel must not see (the solutions, other submissions).
-    ``env``: extra environment variables. Use as a context manager, or call ``close()``.
+    ``env``: extra environment variables. ``package``: the copy of ``course_utils`` the kernel
+    imports instead of the grader's (``answers_view.package_view``; None: the grader's own).
+    Use as a context manager, or call ``close()``.
     """
 
     def __init__(self, *, sandbox: bool = False, limits: Limits | None = None,
                  hidden: list[Path] | None = None, env: dict[str, str] | None = None,
-                 startup_timeout: float = 120.0) -> None:
+                 startup_timeout: float = 120.0, package: Path | None = None) -> None:
         self.sandbox = sandbox
+        self.package = package
         self.limits = limits or Limits()
         self.hidden = list(hidden or [])
         self.extra_env = dict(env or {})
@@ -148,12 +152,16 @@ class Kernel:
         connection_file = ipc / "kernel.json"
         connection_file.write_text(json.dumps(connection))
         env = environment(work_in, sandbox=self.sandbox, extra=self.extra_env, token=self.token)
+        if self.package is not None and not self.sandbox:
+            env["PYTHONPATH"] = str(self.package.parent)
         command = [sys.executable, "-m", "ipykernel_launcher", "-f",
                    str(ipc_in / connection_file.name), "--HistoryManager.enabled=False",
                    "--IPKernelApp.quiet=True"]
         program = bwrap.ipc_filter()
         if self.sandbox:
             files = {ipc_in / connection_file.name: connection_file}
+            if self.package is not None:  # over the grader's package: no path reaches it
+                files[PACKAGE] = self.package
             cache = font_cache()
             if cache is not None:
                 files[work_in / ".matplotlib" / cache.name] = cache
