@@ -57,13 +57,17 @@ RENAMED = (RANK.replace("total", "everything").replace("below", "under")
            .replace(" n,", " count,").replace("2 ** n", "2 ** count")
            .replace(" -> tuple[int, float]", "").replace(": int", "").replace(": float", "")
            .replace("    everything,", "    steps = 0\n    everything,"))
+INTERLEAVED = "\n".join(  # a line of its own before each line of the course's
+    [RANK.splitlines()[0]] + [f"{line[:len(line) - len(line.lstrip())]}steps = len(str(n))\n{line}"
+                              for line in RANK.splitlines()[1:] if line.strip()]) + "\n"
 INLINED = ("def median_interval(ratios, confidence=0.95):\n"
            "    xs = sorted(ratios)\n    n = len(xs)\n"
            + "\n".join(RANK.splitlines()[1:-1]) + "\n    return xs[k - 1], xs[n - k]\n")
 
 
 @pytest.mark.parametrize("answer", [RANK + "\n\n" + INTERVAL, RENAMED + "\n\n" + INTERVAL,
-                                    INLINED], ids=["pasted", "renamed", "inlined"])
+                                    INTERLEAVED + "\n\n" + INTERVAL, INLINED],
+                         ids=["pasted", "renamed", "interleaved", "inlined"])
 def test_bench_median_rank_pasted_into_10_4_is_the_course_code(answer):
     found = judged_cell("10_performance", "10.4", "s10-21", "import math\n" + answer)
     assert copied(found) == ["course_utils.bench._median_rank"], found.forbidden

@@ -10,10 +10,11 @@ So the judge compares each answer with the package functions its exercise is abo
 from their syntax trees (docstrings, comments and annotations dropped, names and parameters
 renamed, attribute names and constants kept), and the answer's windows of :data:`WINDOW` tokens,
 in which each identifier is renamed by the position it first appears at, are looked up among the
-package function's. Renaming variables, reordering statements, adding lines or splitting the
-code into other functions leaves the shared windows shared.
+package function's, and so are its simple statements of :data:`STATEMENT` tokens or more, whole.
+Renaming variables, reordering statements, adding lines (between each two of the course's, too)
+or splitting the code into other functions leaves the shared windows and statements shared.
 
-A package function counts as copied when the windows the answer shares cover
+A package function counts as copied when the windows and statements the answer shares cover
 :data:`MIN_TOKENS` of its tokens or more (about six lines of code: an honest answer may share
 a short piece, a loop header, a three-line rule) and at least :data:`MIN_SHARE` of it, or
 :data:`ALWAYS_TOKENS` however long it is.
@@ -45,6 +46,8 @@ ALWAYS_TOKENS = 300
 ALIKE_SHARE = 0.85
 #: What the static judge's finding for a copy is named: ``COPY + dotted name``.
 COPY = "copy:"
+#: A simple statement of this many tokens or more counts when the answer holds it whole.
+STATEMENT = 6
 _NAME = "\0"  # marks an identifier's token: renamed by position in each window
 
 
@@ -65,11 +68,13 @@ def _label(node: ast.AST) -> str | None:
     return None
 
 
-def _walk(node: ast.AST, out: list[str], lines: list[int], line: int = 1) -> None:
-    """Pre-order tokens of ``node`` (see :func:`tokens`), and the line of each."""
+def _walk(node: ast.AST, out: list[str], lines: list[int], spans: list[tuple[int, int]],
+          line: int = 1) -> None:
+    """Pre-order tokens of ``node`` (see :func:`tokens`), the line of each, and where each
+    simple statement's tokens begin and end."""
     if isinstance(node, ast.expr_context):
         return
-    line = getattr(node, "lineno", line)
+    start, line = len(out), getattr(node, "lineno", line)
     lines.append(line)
     if isinstance(node, ast.Name):
         out.append(_NAME + node.id)
@@ -93,42 +98,58 @@ def _walk(node: ast.AST, out: list[str], lines: list[int], line: int = 1) -> Non
             items = items[1:]
         for item in items:
             if isinstance(item, ast.AST):
-                _walk(item, out, lines, line)
+                _walk(item, out, lines, spans, line)
+    if isinstance(node, ast.stmt) and not hasattr(node, "body"):
+        spans.append((start, len(out)))
 
 
-def tokens(source: str | ast.AST, lines: list[int] | None = None) -> list[str]:
+def tokens(source: str | ast.AST, lines: list[int] | None = None,
+           spans: list[tuple[int, int]] | None = None) -> list[str]:
     """The tokens of some code (a source text or a tree): one per syntax node (its kind), an
     attribute's name, a keyword argument's name, a constant's value, and each identifier marked
     for renaming. Docstrings, comments, annotations and decorators are left out."""
     tree = ast.parse(source) if isinstance(source, str) else source
     out: list[str] = []
     at: list[int] = []
-    _walk(tree, out, at)
+    found: list[tuple[int, int]] = []
+    _walk(tree, out, at, found)
     if isinstance(tree, ast.Module):
-        out, at = out[1:], at[1:]
+        out, at, found = out[1:], at[1:], [(a - 1, b - 1) for a, b in found]
     if lines is not None:
         lines[:] = at
+    if spans is not None:
+        spans[:] = found
     return out
 
 
-def windows(toks: Sequence[str]) -> list[tuple[str, ...]]:
+def _renamed(toks: Sequence[str]) -> tuple[str, ...]:
+    seen: dict[str, str] = {}
+    return tuple(seen.setdefault(t, f"${len(seen)}") if t.startswith(_NAME) else t
+                 for t in toks)
+
+
+def windows(toks: Sequence[str], spans: Sequence[tuple[int, int]] = ()
+            ) -> list[tuple[str, ...]]:
     """Each window of :data:`WINDOW` tokens, its identifiers renamed by the position they first
-    appear at in the window (``a = a + b`` and ``x = x + y`` read alike; ``a = b + a`` not)."""
-    out = []
-    for i in range(len(toks) - WINDOW + 1):
-        seen: dict[str, str] = {}
-        out.append(tuple(seen.setdefault(t, f"${len(seen)}") if t.startswith(_NAME) else t
-                         for t in toks[i:i + WINDOW]))
-    return out
+    appear at in the window (``a = a + b`` and ``x = x + y`` read alike; ``a = b + a`` not);
+    then each simple statement of :data:`STATEMENT` tokens or more (``spans``) renamed the same
+    way, so that lines put between the course's lines leave those lines shared."""
+    out = [_renamed(toks[i:i + WINDOW]) for i in range(len(toks) - WINDOW + 1)]
+    return out + [("stmt", *_renamed(toks[a:b])) for a, b in spans if b - a >= STATEMENT]
 
 
-def covered(answer: Iterable[tuple[str, ...]], course: Sequence[str]) -> int:
-    """How many of ``course``'s tokens lie in a window the answer's windows hold."""
+def covered(answer: Iterable[tuple[str, ...]], course: Sequence[str],
+            spans: Sequence[tuple[int, int]] = ()) -> int:
+    """How many of ``course``'s tokens lie in a window or a statement (``spans``: its simple
+    statements) that the answer's windows hold."""
     have = set(answer)
     hit = [False] * len(course)
-    for i, window in enumerate(windows(course)):
-        if window in have:
+    for i in range(len(course) - WINDOW + 1):
+        if _renamed(course[i:i + WINDOW]) in have:
             hit[i:i + WINDOW] = [True] * WINDOW
+    for a, b in spans:
+        if b - a >= STATEMENT and ("stmt", *_renamed(course[a:b])) in have:
+            hit[a:b] = [True] * (b - a)
     return sum(hit)
 
 
@@ -187,9 +208,10 @@ def _definition(tree: ast.Module, qualified: Sequence[str]) -> ast.AST | None:
 
 
 @functools.lru_cache(maxsize=256)
-def course_tokens(dotted: str) -> tuple[str, ...]:
-    """The tokens of the package function (or module-level table) ``dotted``: empty when it is
-    not one (a module, a class, a name outside the package)."""
+def course_code(dotted: str) -> tuple[tuple[str, ...], tuple[tuple[int, int], ...]]:
+    """The tokens of the package function (or module-level table) ``dotted`` and its simple
+    statements' spans: empty when it is not one (a module, a class, a name outside the
+    package)."""
     parts = dotted.split(".")
     for cut in range(len(parts) - 1, 0, -1):
         path = _module_file(".".join(parts[:cut]))
@@ -198,16 +220,25 @@ def course_tokens(dotted: str) -> tuple[str, ...]:
         try:
             node = _definition(ast.parse(path.read_text(encoding="utf-8")), parts[cut:])
         except (OSError, SyntaxError):
-            return ()
-        return tuple(tokens(node)) if node is not None else ()
-    return ()
+            return (), ()
+        if node is None:
+            return (), ()
+        spans: list[tuple[int, int]] = []
+        return tuple(tokens(node, spans=spans)), tuple(spans)
+    return (), ()
+
+
+def course_tokens(dotted: str) -> tuple[str, ...]:
+    """The tokens of the package function ``dotted`` (:func:`course_code`)."""
+    return course_code(dotted)[0]
 
 
 def _windows(sources: Iterable[str | ast.AST]) -> set[tuple[str, ...]]:
     found: set[tuple[str, ...]] = set()
     for source in sources:
         try:
-            found.update(windows(tokens(source)))
+            spans: list[tuple[int, int]] = []
+            found.update(windows(tokens(source, spans=spans), spans))
         except (SyntaxError, RecursionError, MemoryError, ValueError):
             continue
     return found
@@ -218,11 +249,13 @@ def _located(answer: Iterable[tuple[int, ast.AST]]) -> dict[tuple[str, ...], tup
     found: dict[tuple[str, ...], tuple[int, int]] = {}
     for cell, tree in answer:
         lines: list[int] = []
+        spans: list[tuple[int, int]] = []
         try:
-            toks = tokens(tree, lines)
+            toks = tokens(tree, lines, spans)
         except (RecursionError, MemoryError):
             continue
-        for i, window in enumerate(windows(toks)):
+        starts = list(range(len(toks) - WINDOW + 1)) + [a for a, b in spans if b - a >= STATEMENT]
+        for i, window in zip(starts, windows(toks, spans), strict=True):
             found.setdefault(window, (cell, lines[i]))
     return found
 
@@ -247,15 +280,15 @@ def copies(answer: Sequence[tuple[int, ast.AST]], candidates: Iterable[str],
     mine, course_answer = _located(answer), _windows(canonical)
     found = []
     for dotted in sorted(set(candidates)):
-        course = course_tokens(dotted) if dotted.startswith("course_utils.") else ()
+        course, spans = course_code(dotted) if dotted.startswith("course_utils.") else ((), ())
         if not course:
             continue
-        n, theirs = covered(mine, course), covered(course_answer, course)
+        n, theirs = covered(mine, course, spans), covered(course_answer, course, spans)
         if alike(theirs, len(course)):
             copy = n >= ALIKE_SHARE * len(course) and n >= theirs + WINDOW
         else:
             copy = is_copy(n, len(course))
         if copy:
-            cell, line = min(mine[w] for w in windows(course) if w in mine)
+            cell, line = min(mine[w] for w in windows(course, spans) if w in mine)
             found.append(Copy(dotted, n, len(course), cell, line))
     return sorted(found, key=lambda c: -c.shared)
