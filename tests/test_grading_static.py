@@ -274,12 +274,12 @@ def test_code_given_another_modules_name_is_a_route_of_every_exercise(answer):
     """08.1's check asks where the graph's code comes from: a leaf module whose class claims to
     be PyTorch's scored 4/4 in the attack review. Reading ``__module__`` costs nothing."""
     found = judged("08_torchscript_and_after", "08.1", answer)
-    assert {route for _, route in found.forbidden} == {static.routes.FORGED_IDENTITY}, found
+    assert {route for _, route in found.forbidden} - set(static.routes.UNREADABLE) == {
+        static.routes.FORGED_IDENTITY}, found
     assert not judged("08_torchscript_and_after", "08.1",
                       "print(nn.Linear.__module__, getattr(nn.Linear, '__qualname__'))\n").forbidden
     assert not judged("08_torchscript_and_after", "08.1", (
-        "print(torch.__file__, __name__)\ncode = compile('x = 1', '<mine>', 'exec')\n"
-        "table = {'__doc__': 'mine'}\n")).forbidden
+        "print(torch.__file__, __name__)\ntable = {'__doc__': 'mine'}\n")).forbidden
 
 
 @pytest.mark.parametrize("answer, route", [
@@ -452,3 +452,50 @@ def test_a_construct_in_the_code_an_exercise_gives_is_not_noted_but_one_the_answ
 def test_routes_the_second_attack_review_found(name, exercise, answer, route):
     found = judged(name, exercise, answer)
     assert route in {r for _, r in found.forbidden}, found
+
+
+@pytest.mark.parametrize("name, exercise, answer, route", [
+    # A library imported by a computed name: the sympy route of 02.5 dodged (third attack review).
+    ("02_static_graphs", "02.5", "import importlib\nsp = importlib.import_module('sym' + 'py')\n",
+     static.routes.HIDDEN_IMPORT),
+    ("02_static_graphs", "02.5", "sp = __import__(''.join(['sym', 'py']))\n",
+     static.routes.HIDDEN_IMPORT),
+    # A second copy of a module loaded from its file escapes every forbid on the first (11.1:
+    # minigraph's ONNX reader; 11.7: course_utils.serving).
+    ("11_deployment", "11.1", "import importlib.util\n"
+     "spec = importlib.util.spec_from_file_location('course_utils.minigraph', 'onnx.py')\n",
+     "importlib.util"),
+    ("11_deployment", "11.7", "from importlib.machinery import SourceFileLoader\n"
+     "m = SourceFileLoader('s', 'serving.py').load_module()\n", "importlib.machinery"),
+    ("11_deployment", "11.7", "import runpy\nns = runpy.run_path('serving.py')\n", "runpy"),
+    # Code run from a string.
+    ("08_torchscript_and_after", "08.1", "ns = {}\nexec(source, ns)\n", "builtins.exec"),
+    ("08_torchscript_and_after", "08.1", "code = compile('x = 1', '<mine>', 'exec')\n",
+     "builtins.compile"),
+    # getattr with a computed name on a library module a route lies under (06.1: the optimizers
+    # under v1.train; 14.1: the course's MaxPool mapping under mg.onnx).
+    ("06_tf1_sessions", "06.1", "opt = getattr(v1, 'tr' + 'ain').GradientDescentOptimizer(0.1)\n",
+     "tensorflow.compat.v1.train"),
+    ("14_minigraph_onnx", "14.1", "table = getattr(mg.onnx, 'EXPORT' + 'ERS')\n",
+     "course_utils.minigraph.onnx.EXPORTERS"),
+])
+def test_code_whose_reach_cannot_be_read_is_a_route(name, exercise, answer, route):
+    """Notes alone let every route be dodged by naming it at run time (third attack review: a
+    computed import of sympy, private copies of the package's modules, a computed attribute of
+    v1): what an answer reaches must be readable from its source, or it scores at most half."""
+    found = judged(name, exercise, answer)
+    assert route in {r for _, r in found.forbidden}, found
+    result = ExerciseResult(exercise, 4, 4, "pass")
+    static.apply([result], {exercise: found}, [f"code cell {i + 1}" for i in range(80)])
+    assert result.points == 2 and "hides what it reaches" in result.message, result
+
+
+@pytest.mark.parametrize("name, exercise, answer", [
+    ("06_tf1_sessions", "06.1", "op = getattr(np, 'log' + 'addexp')\n"),  # no route under numpy
+    ("14_minigraph_onnx", "14.1", "class Ctx:\n    def get(self, key):\n"
+     "        return getattr(self, 'attr_' + key)\n"),
+    ("02_static_graphs", "02.5", "import importlib\nnp2 = importlib.import_module('numpy')\n"),
+    ("01_computation_graphs", "01.1", "width = len(getattr(node, 'in' + 'puts'))\n"),
+])
+def test_a_computed_name_that_can_reach_no_route_costs_nothing(name, exercise, answer):
+    assert not judged(name, exercise, answer).forbidden

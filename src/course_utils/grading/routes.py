@@ -90,8 +90,23 @@ LIBRARIES = ("torch", "functorch", "tensorflow", "keras", "tf_keras", "jax", "ja
 #: A library's settings, which an answer may set like any user (``torch._dynamo.config.x = ...``,
 #: ``torch.backends.cudnn.benchmark = True``): not a route.
 SETTINGS = ("*.config", "*.config.*", "*._config", "*._config.*", "torch.backends.*")
+#: Code whose reach cannot be read from its source: a module imported by a computed name, a
+#: module loaded again from its file (a second copy escapes every ``forbid`` on the first), code
+#: run from a string. Any of them can reach an exercise's forbidden routes unseen (third attack
+#: review: ``importlib.import_module("sym" + "py")`` for 02.5, a private copy of minigraph's ONNX
+#: reader for 11.1 and of ``course_utils.serving`` for 11.7), and no answer needs them.
+HIDDEN_IMPORT = "hidden:import"
+UNREADABLE = (HIDDEN_IMPORT, "builtins.exec", "builtins.eval", "builtins.compile",
+              "importlib.util", "importlib.machinery", "importlib.reload", "importlib._bootstrap",
+              "importlib._bootstrap_external", "runpy", "imp", "zipimport")
+#: ``getattr`` with a computed name on a library's module or class, as ``COMPUTED + "tensorflow
+#: .compat.v1"``: a route of an exercise when one of its routes lies under that module (06.1:
+#: ``getattr(v1, "tr" + "ain")`` reached the optimizers; 14.1: ``getattr(mg.onnx, "EXPORT" +
+#: "ERS")`` the course's MaxPool mapping), or, on any object, when a route is an attribute of
+#: any object (07.2's ``.backward``).
+COMPUTED = "computed:"
 #: Routes of every exercise: no answer needs them, and each hides what it does from the checks.
-EVERY = (FORGED_IDENTITY, LIBRARY_WRITE, *PROCESSES)
+EVERY = (FORGED_IDENTITY, LIBRARY_WRITE, *PROCESSES, *UNREADABLE)
 
 #: Exercise id -> the routes the static judge holds its answer to, besides its checks'
 #: ``forbid`` literals and the package's own answers.

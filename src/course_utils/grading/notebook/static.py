@@ -28,8 +28,11 @@ them, and (following the names the answer uses) the learner's earlier cells that
 ``sys.modules``, json's encoder, the kernel's own modules) scores 0 for that exercise and is
 flagged; one that reaches **a forbidden route** of its exercise (``routes.FORBIDDEN``, the string
 literals of the ``forbid(...)`` calls in the exercise's canonical checks, the package's own
-answers from ``answers_in_package``) scores at most half its points, with the line named; the
-other hiding constructs are noted for the instructor at no cost.
+answers from ``answers_in_package``) scores at most half its points, with the line named; so
+does code whose reach cannot be read (``routes.UNREADABLE``: a computed import, a module loaded
+from its file, ``exec``/``eval``/``compile``; ``routes.COMPUTED``: a computed ``getattr`` that
+could reach one of the exercise's routes); the other hiding constructs are noted for the
+instructor at no cost.
 
 >>> found = analyse("import torch.autograd as ag\\nf = ag\\ndef d(x):\\n    return f.grad(x)\\n")
 >>> sorted({r.what for r in found.reached if r.what.startswith("torch")})
@@ -406,12 +409,14 @@ class _Reader(_Binder):
             elif func[9:] in _COMPUTED_FLAGGED and not (
                     isinstance(node.args[0], ast.Name) and node.args[0].id in ("self", "cls")):
                 self.hide(node, f"{func[9:]} with a computed name")
+                self.reach(node, routes.COMPUTED + (self.library(node.args[0]) or ""))
         if func in ("builtins.__import__", "importlib.import_module"):
             target = self.resolve(node)
-            if target is not None:
+            if node.args and _string(node.args[0]) is not None and target is not None:
                 self.reach(node, target)
-            elif not node.args or _string(node.args[0]) is None:
+            else:  # the resolved call is only _Made(the function): what it imports is unread
                 self.hide(node, f"{func.rpartition('.')[2]} of a computed name")
+                self.reach(node, routes.HIDDEN_IMPORT)
         for keyword in node.keywords:
             if keyword.arg == "dtype" and _complex_dtype(keyword.value):
                 self.reach(node, routes.COMPLEX_DTYPE)
@@ -732,7 +737,8 @@ def judge(cells: Sequence[Mapping[str, Any]], canonical: Sequence[Mapping[str, A
                                              if "." not in h):
                     result.hiding.append(Finding(f.cell, f.line, HIDING.get(
                         f.what, HIDING.get(f.what.split(".")[0], f.what))))
-                route = next((r for r in sorted(routes_) if matches(f.what, r)), None)
+                route = next((r for r in sorted(routes_) if matches(f.what, r)), None) \
+                    or _computed_route(f.what, routes_)
                 if route is not None:
                     result.forbidden.append((f, route))
         # The course's own code for the exercise pasted: it reaches nothing, it is a copy. An
@@ -747,6 +753,19 @@ def judge(cells: Sequence[Mapping[str, Any]], canonical: Sequence[Mapping[str, A
         result.forbidden = list(dict.fromkeys(result.forbidden))
         out[ex] = result
     return out
+
+
+def _computed_route(what: str, routes_: Iterable[str]) -> str | None:
+    """For ``getattr`` with a computed name (``routes.COMPUTED + base``): the first route of the
+    exercise it could reach, an attribute of any object or a name under ``base`` (a library's
+    module or class), or None."""
+    if not what.startswith(routes.COMPUTED):
+        return None
+    base = what[len(routes.COMPUTED):]
+    for route in sorted(routes_):
+        if route.startswith(".") or (base and (route == base or route.startswith(base + "."))):
+            return route
+    return None
 
 
 def _templates_and_answers(canonical: Sequence[Mapping[str, Any]]
@@ -825,6 +844,12 @@ def _shown(name: str) -> str:
     if name == routes.FORGED_IDENTITY:
         return ("code given another module's name (__module__, __qualname__, the __name__ of "
                 "its namespace, or a library's file name)")
+    if name == routes.HIDDEN_IMPORT:
+        return "an import of a computed name"
+    if name.startswith(routes.COMPUTED):
+        return f"getattr with a computed name on {name[len(routes.COMPUTED):] or 'an object'}"
+    if name in routes.UNREADABLE:
+        return name.removeprefix("builtins.")
     if name == routes.LIBRARY_WRITE:
         return ("code written into a library's namespace (an attribute of its module or class "
                 "set, by assignment, setattr or its __dict__)")
@@ -861,6 +886,11 @@ def apply(results: Sequence[Any], judgements: Mapping[str, Judgement],
             text = (f"a shortcut: your answer reaches {_shown(f.what)} (at {_where(f, labels)}), "
                     f"which exercise {result.exercise} asks you to do without "
                     f"({_shown(route)}): at most half the points")
+            if route in routes.UNREADABLE or f.what.startswith(routes.COMPUTED):
+                text = (f"your answer hides what it reaches ({_shown(f.what)}, at "
+                        f"{_where(f, labels)}): the grader cannot read whether it takes a route "
+                        f"exercise {result.exercise} asks you to do without, so it scores at most "
+                        "half the points; name in your code what it uses")
             if f.what.startswith(copies.COPY):
                 text = (f"a shortcut: your answer is a copy of the course's own {route} (from "
                         f"{_where(f, labels)}; renamed or rearranged, it is the same code), "
