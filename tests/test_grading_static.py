@@ -499,3 +499,33 @@ def test_code_whose_reach_cannot_be_read_is_a_route(name, exercise, answer, rout
 ])
 def test_a_computed_name_that_can_reach_no_route_costs_nothing(name, exercise, answer):
     assert not judged(name, exercise, answer).forbidden
+
+
+def _with_scratch(name: str, exercise: str, scratch: str) -> static.Judgement:
+    """The judgement of ``exercise`` when the learner adds ``scratch`` as a new cell right after
+    its (last) answer cell."""
+    nb = copy.deepcopy(canonical(name))
+    last = [c for c in nb.cells if is_solution(c) and exercise_id(c) == exercise][-1]
+    nb.cells.insert(nb.cells.index(last) + 1, nbformat.v4.new_code_cell(scratch))
+    return static.judge(code_cells(nb), canonical(name).cells)[exercise]
+
+
+def test_a_scratch_cell_that_compares_with_a_library_is_not_the_answer():
+    """A learner who checks 11.4's integers against PyTorch's, or 01.2's rules against autograd,
+    in a cell of their own after the answer has not answered with PyTorch: only statements that
+    define or change what the checks (or the answer) use count as the answer."""
+    found = _with_scratch("11_deployment", "11.4", (
+        "import torch\nw = np.linspace(-1, 1, 7)\nq, scale = quantize_int8(w)\n"
+        "ref = torch.quantize_per_tensor(torch.tensor(w), scale, 0, torch.qint8).int_repr()\n"
+        "print(np.array_equal(q, ref.numpy()))\n"))
+    assert not found.forbidden, found
+    found = _with_scratch("01_computation_graphs", "01.2", (
+        "import torch\nt = torch.tensor([0.3], dtype=torch.float64, requires_grad=True)\n"
+        "print(torch.autograd.grad(torch.tanh(t).sum(), t))\n"))
+    assert not found.forbidden, found
+    # A cell that redefines what the checks call is the answer, wherever it is.
+    found = _with_scratch("11_deployment", "11.4", (
+        "import torch\n\n\ndef quantize_int8(w):\n    scale = np.abs(w).max() / 127\n"
+        "    t = torch.quantize_per_tensor(torch.tensor(w), scale, 0, torch.qint8)\n"
+        "    return t.int_repr().numpy(), scale\n"))
+    assert "torch" in {route for _, route in found.forbidden}, found

@@ -21,8 +21,10 @@ out for each exercise:
   ``inspect``, ``f_back``, ``f_globals``, ...), ``gc``, ``ctypes``, ``sys.setprofile`` and
   ``settrace``.
 
-The answer of an exercise is its solution cells, the cells the learner added or changed after
-them, and (following the names the answer uses) the learner's earlier cells that define them.
+The answer of an exercise is its solution cells and, in the cells the learner added or changed
+(after them, before the next exercise's, or earlier), the statements that define or change a name
+the answer or the exercise's checks use, followed until nothing new is added: a scratch cell that
+compares the answer with a library is not the answer; one that redefines what the checks call is.
 
 ``apply`` then scores: an answer that reaches **the grader's machinery** (``course_utils.grading``,
 ``sys.modules``, json's encoder, the kernel's own modules) scores 0 for that exercise and is
@@ -705,15 +707,16 @@ def judge(cells: Sequence[Mapping[str, Any]], canonical: Sequence[Mapping[str, A
         # A line the course's own cells hold (a check's `from course_utils.grading.probe import
         # report`, copied into a scratch cell to run a check again) is not the learner's route.
         lines = _python(source).splitlines()
-        found.reached = [f for f in found.reached if not (
-            any(matches(f.what, m) for m in MACHINERY) and 0 < f.line <= len(lines)
-            and lines[f.line - 1].strip() in course_lines)]
+        for part in [found, *found.parts]:
+            part.reached = [f for f in part.reached if not (
+                any(matches(f.what, m) for m in MACHINERY) and 0 < f.line <= len(lines)
+                and lines[f.line - 1].strip() in course_lines)]
         if is_solution(cell):
             current = exercise_id(cell)
             learner.append((i, current, found))
         elif (str(cell.get("id", "")), source) not in course:
             learner.append((i, current, found))  # a cell the learner added or changed
-    tagged = {i: ex for i, ex, _ in learner}
+    tagged, solution_cells = {i: ex for i, ex, _ in learner}, set(_solution_cells(code))
     first_check = {}
     for i, cell in enumerate(code):
         if is_check(cell):
@@ -725,7 +728,7 @@ def judge(cells: Sequence[Mapping[str, Any]], canonical: Sequence[Mapping[str, A
         # Code that reaches the grader's machinery changes every check that runs after it.
         result.machinery += [f for i, _, found in learner if i < first_check.get(ex, len(code))
                              for f in found.reached if any(matches(f.what, m) for m in MACHINERY)]
-        answer = _answer_cells(ex, learner)
+        answer = _answer_cells(ex, learner, solution_cells, _loads(checks[ex]))
         for found in answer:
             if found.problem:
                 result.problems.append(Finding(0, 0, found.problem))
@@ -794,23 +797,43 @@ def _given_line(f: Finding, code: Sequence[Mapping[str, Any]], given: set[str]) 
     return 0 < f.line <= len(lines) and lines[f.line - 1].strip() in given
 
 
-def _answer_cells(exercise: str, learner: list[tuple[int, str | None, Analysis]]
+def _solution_cells(code: Sequence[Mapping[str, Any]]) -> Iterable[int]:
+    from course_utils.grading.format import is_solution
+
+    return (i for i, cell in enumerate(code) if is_solution(cell))
+
+
+def _loads(checks: Iterable[str]) -> set[str]:
+    """The names an exercise's check cells use (the answer's interface: ``run``, ``VJP``)."""
+    loads: set[str] = set()
+    for source in checks:
+        loads |= analyse(source).loads
+    return loads
+
+
+def _answer_cells(exercise: str, learner: list[tuple[int, str | None, Analysis]],
+                  solution_cells: set[int] = frozenset(), check_loads: set[str] = frozenset()
                   ) -> list[Analysis]:
-    """The analyses of an exercise's answer: its solution cells and the learner's cells after
-    them (before the next exercise's), and the earlier learner cells that define a name these
-    use (followed until nothing new is added)."""
+    """The analyses of an exercise's answer: its solution cells, and in the learner's cells
+    (those added after them, before the next exercise's, and the earlier ones) the statements
+    that define or change a name the checks or the answer use (followed until nothing new is
+    added). A scratch cell that compares the answer with a library (``torch.autograd.grad`` of
+    the same function, after 01.2's rules) is not the answer; one that redefines what the checks
+    call is."""
     own = [k for k, (_, ex, _) in enumerate(learner) if ex == exercise]
     if not own:
         return []
-    loads: set[str] = set()
-    for k in own:
+    whole_own = [k for k in own if learner[k][0] in solution_cells] or own
+    loads: set[str] = set(check_loads)
+    for k in whole_own:
         loads |= learner[k][2].loads
     # In an earlier cell, only the statements that define (or change in place) a name the
     # answer uses count: the example runs after another exercise's function (02.2's
     # `evaluate([dp, dq], ...)`) are that exercise's, not this one's.
-    earlier = [(k, j, part) for k, (_, _, found) in enumerate(learner) if k < max(own)
-               and k not in own for j, part in enumerate(found.parts or [found])]
-    whole = {k for k, (_, _, found) in enumerate(learner) if found.problem and k < max(own)}
+    earlier = [(k, j, part) for k, (_, _, found) in enumerate(learner)
+               if k not in whole_own and (k < max(own) or k in own)
+               for j, part in enumerate(found.parts or [found])]
+    whole = {k for k, (_, _, found) in enumerate(learner) if found.problem and k <= max(own)}
     chosen: set[tuple[int, int]] = set()
     changed = True
     while changed:
@@ -823,8 +846,8 @@ def _answer_cells(exercise: str, learner: list[tuple[int, str | None, Analysis]]
     parts = {k: [part for kk, j, part in earlier if kk == k and (kk, j) in chosen]
              for k in {k for k, _ in chosen}}
     out = []
-    for k in sorted(set(own) | set(parts) | whole):
-        out += [learner[k][2]] if k in own or k in whole else parts[k]
+    for k in sorted(set(whole_own) | set(parts) | whole):
+        out += [learner[k][2]] if k in whole_own or k in whole else parts[k]
     return out
 
 
