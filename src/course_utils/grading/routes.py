@@ -126,8 +126,10 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     # Reverse mode and derivative rules written by hand: the complex step would give the
     # derivatives to rounding with no rule written (04.2 replayed a tape's records on x + ih).
     "02.2": (*COMPLEX, *FRAMEWORKS),
+    # 02.4 derives silu's rule: minigraph's own rules of mul and sigmoid chained (the product
+    # rule done by the library's rules, third attack review: 4/4) would derive it instead.
     "02.4": ("course_utils.minigraph.gradients", "course_utils.minigraph.autodiff", *COMPLEX,
-             *FRAMEWORKS),
+             *FRAMEWORKS, ".vjp", "course_utils.minigraph.OPS", "course_utils.minigraph.ops"),
     "02.5": (*COMPLEX, *FRAMEWORKS),
     "04.2": (*COMPLEX, *FRAMEWORKS),
     # 03.2 works out what is live itself: a Session's plan (or anything else that prunes with
