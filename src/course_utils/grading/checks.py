@@ -304,10 +304,8 @@ def jaxpr_scalars(jaxpr: Any) -> int:
 
     def note(value: Any) -> None:
         if np.size(value) == 1:
-            try:
+            with contextlib.suppress(TypeError, ValueError):  # not a number (a dtype, a key)
                 seen.add(float(np.asarray(value).reshape(())))
-            except (TypeError, ValueError):
-                pass
 
     pending = [jaxpr]
     while pending:

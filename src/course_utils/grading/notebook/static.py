@@ -744,12 +744,7 @@ def judge(cells: Sequence[Mapping[str, Any]], canonical: Sequence[Mapping[str, A
                     or _computed_route(f.what, routes_)
                 if route is not None:
                     result.forbidden.append((f, route))
-        # The course's own code for the exercise pasted: it reaches nothing, it is a copy. An
-        # earlier exercise's cells the answer uses (02.5 calls 02.2's `gradients`) are judged
-        # as that exercise's answer, against that exercise's functions.
-        trees = [t for found in answer for t in found.trees if tagged.get(t[0]) in (ex, None)]
-        result.forbidden += [(Finding(c.cell, c.line, copies.COPY + c.dotted), c.dotted)
-                             for c in copies.copies(trees, routes_, solutions.get(ex, []))]
+        result.forbidden += _copied(ex, answer, tagged, routes_, solutions.get(ex, []))
         result.hiding = [f for f in dict.fromkeys(result.hiding)
                          if not _given_line(f, code, given.get(ex, set()))]
         result.machinery = list(dict.fromkeys(result.machinery))
@@ -788,6 +783,26 @@ def _templates_and_answers(canonical: Sequence[Mapping[str, Any]]
                 line.strip() for line in template.splitlines() if line.strip())
             solutions.setdefault(ex, []).append(_python(source))
     return given, solutions
+
+
+def _copied(exercise: str, answer: Sequence[Analysis], tagged: Mapping[int, str | None],
+            routes_: Iterable[str], canonical: Sequence[str]) -> list[tuple[Finding, str]]:
+    """The course's own code for the exercise pasted: it reaches nothing, it is a copy. An
+    earlier exercise's cells the answer uses (02.5 calls 02.2's `gradients`) are judged as that
+    exercise's answer, against that exercise's functions. Only against the course's solutions:
+    graded against the exercises' stubs (a learner's own release), an honest answer written like
+    the course's function could not be told from a copy."""
+    if _stub(canonical):
+        return []
+    trees = [t for found in answer for t in found.trees if tagged.get(t[0]) in (exercise, None)]
+    return [(Finding(c.cell, c.line, copies.COPY + c.dotted), c.dotted)
+            for c in copies.copies(trees, routes_, canonical)]
+
+
+def _stub(answers: Sequence[str]) -> bool:
+    """Whether an exercise's canonical answer cells are the exercises' stubs (no course solution
+    raises NotImplementedError in an answer cell; every stub does)."""
+    return any("NotImplementedError" in source for source in answers)
 
 
 def _given_line(f: Finding, code: Sequence[Mapping[str, Any]], given: set[str]) -> bool:
