@@ -541,3 +541,20 @@ def test_graded_against_the_stubs_an_answer_written_like_the_courses_function_is
     cell.source = next(c.source for c in canonical("01_computation_graphs").cells
                        if is_solution(c) and exercise_id(c) == "01.1")
     assert not static.judge(code_cells(nb), stubs.cells)["01.1"].forbidden
+
+
+@pytest.mark.parametrize("name, exercise, answer, route", [
+    ("01_computation_graphs", "01.1", "from jax._src.util import toposort\n\n\n"
+     "def topo_order(outputs):\n    return list(toposort.func('inputs', list(outputs)))\n", "jax"),
+    ("01_computation_graphs", "01.1", "import threading\n\n\ndef topo_order(outputs):\n"
+     "    threading._start_new_thread(print, ())\n", "threading"),
+    ("01_computation_graphs", "01.3", "import torch\nENGINE = torch._C._ImperativeEngine()\n",
+     "torch"),
+    ("07_pytorch_autograd", "07.1", "from torch.utils._python_dispatch import "
+     "_disable_current_modes\n", "torch.utils._python_dispatch"),
+    ("07_pytorch_autograd", "07.1", "import torch\nf = torch._ops.ops.aten.silu.default\n",
+     "torch._ops.ops.aten.silu*"),
+    ("07_pytorch_autograd", "07.1", "import jax\ng = jax.vjp\n", "jax"),
+])
+def test_routes_the_third_attack_review_found(name, exercise, answer, route):
+    assert route in {r for _, r in judged(name, exercise, answer).forbidden}

@@ -29,13 +29,14 @@ AUTODIFF = ("course_utils.minigraph.gradients", "course_utils.minigraph.Tensor.b
 #: (third attack review: 02.5's second derivative from ``sympy.diff``, rebuilt as graph nodes, 4/4).
 SYMBOLIC = ("sympy", "symengine", "autograd", "mpmath", "numdifftools", "findiff",
             "scipy.differentiate", "scipy.misc.derivative")
-#: The frameworks that differentiate: the exercises on minigraph and the course's engine (lessons
-#: 01, 02, 04) need none of JAX and TensorFlow, whole (each has more doors to its autodiff than a
-#: list of functions can name: third attack review, 02.5's second derivative from
-#: jax.experimental.jet's Taylor coefficients rebuilt as engine nodes, 4/4), and of PyTorch, whose
-#: tensors their exercise notebooks use to compare, none of its differentiation.
-FRAMEWORKS = ("jax", "jaxlib", "flax", "tensorflow", "keras", "tf_keras", "torch.autograd",
-              "torch.func", "torch._functorch", "functorch", "torch.Tensor.backward", *SYMBOLIC)
+#: The frameworks, whole: the exercises on minigraph and the course's engine (lessons 01, 02, 04)
+#: need none of them, and each has more doors to its autodiff and its graph utilities than a list
+#: of functions can name (third attack review: 02.5's second derivative from jax.experimental.jet
+#: rebuilt as engine nodes, 01.1's order from jax._src.util.toposort, 01.3's gradients from
+#: torch._C._ImperativeEngine, 01.4's tangents from torch._make_dual). A scratch cell that
+#: compares an answer with PyTorch is not the answer (``static._answer_cells``).
+FRAMEWORKS = ("jax", "jaxlib", "flax", "tensorflow", "keras", "tf_keras", "torch", "functorch",
+              *SYMBOLIC)
 #: Forward mode done by a library (exercise 01.4).
 FORWARD = ("torch.func.jvp", "torch.func.jacfwd", "torch.autograd.functional.jvp",
            "torch.autograd.forward_ad.make_dual", "course_utils.engine.backprop",
@@ -113,13 +114,20 @@ UNREADABLE = (HIDDEN_IMPORT, "builtins.exec", "builtins.eval", "builtins.compile
 #: "ERS")`` the course's MaxPool mapping), or, on any object, when a route is an attribute of
 #: any object (07.2's ``.backward``).
 COMPUTED = "computed:"
+#: What switches off PyTorch's dispatch modes, the checks' op recorder among them (third attack
+#: review: quantize_per_tensor for 11.4 and SiLU's own kernels for 07.1 inside
+#: ``_disable_current_modes``, 4/4 and 5/5).
+DISPATCH_ESCAPES = ("torch.utils._python_dispatch", "torch._C._DisableTorchDispatch",
+                    "torch._C._pop_torch_dispatch_stack", "torch._C._unset_dispatch_mode",
+                    "torch._C._ExcludeDispatchKeyGuard", "torch._C._set_dispatch_mode",
+                    "torch._C._disabled_torch_dispatch_impl")
 #: Routes of every exercise: no answer needs them, and each hides what it does from the checks.
-EVERY = (FORGED_IDENTITY, LIBRARY_WRITE, *PROCESSES, *UNREADABLE)
+EVERY = (FORGED_IDENTITY, LIBRARY_WRITE, *PROCESSES, *UNREADABLE, *DISPATCH_ESCAPES)
 
 #: Exercise id -> the routes the static judge holds its answer to, besides its checks'
 #: ``forbid`` literals and the package's own answers.
 FORBIDDEN: dict[str, tuple[str, ...]] = {
-    "01.1": ("graphlib", "networkx", *PROFILER, *THREADS),
+    "01.1": ("graphlib", "networkx", *PROFILER, *THREADS, "threading", *FRAMEWORKS),
     "01.2": (*AUTODIFF, *COMPLEX, *FRAMEWORKS),
     "01.3": (*AUTODIFF, *FRAMEWORKS),
     "01.4": (*AUTODIFF, *FORWARD, *COMPLEX, *FRAMEWORKS),
@@ -145,7 +153,10 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "07.1": (".grad_fn", "torch.autograd.grad", "torch.autograd.backward",
              "torch.autograd.functional", "torch.autograd.forward_ad", "torch.func",
              "torch.Tensor.backward", "torch.nn.SiLU", "torch.nn.functional.silu",
-             "torch.ops.aten.silu*", *COMPLEX),
+             "torch.ops.aten.silu*", "torch._ops.ops.aten.silu*", "torch._C._nn.silu*",
+             "torch._C._VariableFunctions.silu*", *COMPLEX,
+             # another framework's vjp (third attack review: jax.vjp of x * sigmoid(x), 5/5)
+             "jax", "jaxlib", "tensorflow", "keras", *SYMBOLIC),
     # 07.2 walks grad_fn.next_functions itself: the engine that would walk the graph for it
     # (backward run under the profiler, its evaluate_function events counted: second attack
     # review, 3/3) is what is forbidden.
