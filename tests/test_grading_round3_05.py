@@ -23,14 +23,8 @@ mechanism now verifies that the result came from it:
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
 import pytest
-
-from course_utils.grading import audit
-
-ROOT = Path(__file__).resolve().parents[1]
+from fixture_audit import assert_the_checks_hold
 
 pytestmark = pytest.mark.slow
 
@@ -49,33 +43,5 @@ UNUSUAL = {
 }
 
 
-def audited(chosen: dict[str, list[str]],
-            tmp_path: Path) -> dict[tuple[str, str], audit.VariantResult]:
-    """The audit of solutions/05_tracing.ipynb with only the named fixtures of each exercise, by
-    (exercise, variant name), the solution's rows included (no generated shortcuts)."""
-    for exercise, names in chosen.items():
-        folder = tmp_path / "05_tracing" / exercise
-        folder.mkdir(parents=True)
-        for name in names:
-            shutil.copy(audit.fixtures_root(ROOT) / "05_tracing" / exercise / f"{name}.py", folder)
-    results = audit.audit_notebook("05_tracing", root=ROOT, fixtures=tmp_path, generated=False)
-    return {(r.exercise, r.variant.name): r for r in results}
-
-
-def points_of_passed_checks(result: audit.VariantResult) -> float:
-    """What the checks gave, before the static judge's cap (the checks must hold a route alone)."""
-    return sum(c.points for c in result.checks if c.outcome == "passed")
-
-
 def test_lesson_05_results_must_come_from_the_mechanism(tmp_path):
-    found = audited({ex: SHORTCUTS[ex] + UNUSUAL[ex] for ex in SHORTCUTS}, tmp_path)
-    for exercise, names in UNUSUAL.items():
-        for name in ("solution", *names):
-            result = found[exercise, name]
-            assert result.points == result.possible, audit.format_results([result], True)
-    # The checks themselves hold these routes to half, whatever the static judge says.
-    for exercise, names in SHORTCUTS.items():
-        for name in names:
-            result = found[exercise, name]
-            assert points_of_passed_checks(result) <= result.possible / 2, \
-                audit.format_results([result], True)
+    assert_the_checks_hold("05_tracing", SHORTCUTS, UNUSUAL, tmp_path)

@@ -18,14 +18,8 @@ using a mechanism now verifies that the result came from it:
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
 import pytest
-
-from course_utils.grading import audit
-
-ROOT = Path(__file__).resolve().parents[1]
+from fixture_audit import assert_the_checks_hold
 
 pytestmark = pytest.mark.slow
 
@@ -54,30 +48,6 @@ UNUSUAL = {
 }
 
 
-def audited(stem: str, chosen: dict[str, list[str]],
-            tmp_path: Path) -> dict[tuple[str, str], audit.VariantResult]:
-    """The audit of solutions/<stem>.ipynb with only the named fixtures of each exercise, by
-    (exercise, variant name), the solution's rows included (no generated shortcuts)."""
-    for exercise, names in chosen.items():
-        folder = tmp_path / stem / exercise
-        folder.mkdir(parents=True)
-        for name in names:
-            shutil.copy(audit.fixtures_root(ROOT) / stem / exercise / f"{name}.py", folder)
-    results = audit.audit_notebook(stem, root=ROOT, fixtures=tmp_path, generated=False)
-    return {(r.exercise, r.variant.name): r for r in results}
-
-
 @pytest.mark.parametrize("stem", sorted(SHORTCUTS))
 def test_results_must_come_from_the_mechanism_the_exercise_is_about(stem, tmp_path):
-    shortcuts, unusual = SHORTCUTS[stem], UNUSUAL[stem]
-    found = audited(stem, {ex: shortcuts[ex] + unusual[ex] for ex in shortcuts}, tmp_path)
-    for exercise, names in unusual.items():
-        for name in ("solution", *names):
-            result = found[exercise, name]
-            assert result.points == result.possible, audit.format_results([result], True)
-    # The checks themselves hold these routes to half, whatever the static judge says.
-    for exercise, names in shortcuts.items():
-        for name in names:
-            result = found[exercise, name]
-            passed = sum(c.points for c in result.checks if c.outcome == "passed")
-            assert passed <= result.possible / 2, audit.format_results([result], True)
+    assert_the_checks_hold(stem, SHORTCUTS[stem], UNUSUAL[stem], tmp_path)
