@@ -1249,7 +1249,9 @@ def test_rebinding_a_checks_configuration_or_blinding_its_profiler_gains_nothing
         nbformat.write(nb, folder / name / "01_computation_graphs.ipynb")
     reports, _, _ = grade_folder(folder, ROOT / "solutions", "--jobs", "2", *(
         ["--sandbox"] if SANDBOX else ["--no-sandbox", "--trust-submissions"]))
-    for name, route, line in (("graphlib", "graphlib", 2), ("blind", "sys.setprofile", 5)):
+    # The blind answer's first route is its `import threading` (line 1): 01.1 refuses the
+    # threading module whole since the third attack review (a recursive walk on a bare thread).
+    for name, route, line in (("graphlib", "graphlib", 2), ("blind", "threading", 1)):
         ex = {e["exercise"]: e for e in reports[name]["exercises"]}
         got = ex["01.1"]
         text = " ".join([got["message"], *got["notes"]])
