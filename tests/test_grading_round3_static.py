@@ -76,6 +76,22 @@ def test_bench_median_rank_pasted_into_10_4_is_the_course_code(answer):
     assert result.points == 3 and "course_utils.bench._median_rank" in result.message
 
 
+def test_whether_the_canonical_notebook_is_the_stubs_is_the_graders_word_not_its_text():
+    """The pasted-code judge is skipped only when the grader says it grades against the
+    exercises' stubs (``judge``'s ``stubs``). It used to guess from the canonical answer cells'
+    text (NotImplementedError in them), so a course solution that merely names the exception
+    turned the judge off for its exercise."""
+    reference = copy.deepcopy(canonical("10_performance"))
+    cell = next(c for c in reference.cells if c.get("id") == "s10-21")
+    cell.source = "# never raises NotImplementedError\n" + cell.source
+    nb = copy.deepcopy(reference)
+    next(c for c in nb.cells if c.get("id") == "s10-21").source = (
+        "import math\n" + RANK + "\n\n" + INTERVAL)
+    found = static.judge(code_cells(nb), reference.cells)["10.4"]
+    assert copied(found) == ["course_utils.bench._median_rank"], found.forbidden
+    assert not copied(static.judge(code_cells(nb), reference.cells, stubs=True)["10.4"])
+
+
 def test_a_short_shared_piece_is_not_a_copy():
     """The threshold both ways: an answer of one's own that shares the course's loop header and
     its first lines (a loop like the course's is what the exercise asks for) is not a copy; the

@@ -534,13 +534,14 @@ def test_a_scratch_cell_that_compares_with_a_library_is_not_the_answer():
 def test_graded_against_the_stubs_an_answer_written_like_the_courses_function_is_no_copy():
     """A learner grading their own release (no solutions: the exercises' stubs are the canonical
     notebook) who writes 01.1 as the course's topo_order is written was held to half (the hub's
-    class test): without the course's solution, such an answer cannot be told from a copy."""
+    class test): without the course's solution, such an answer cannot be told from a copy. The
+    grader says that it grades against the stubs (``stubs=True``, as the pipeline does)."""
     stubs = nbformat.read(ROOT / "exercises" / "01_computation_graphs.ipynb", as_version=4)
     nb = copy.deepcopy(stubs)
     cell = next(c for c in nb.cells if is_solution(c) and exercise_id(c) == "01.1")
     cell.source = next(c.source for c in canonical("01_computation_graphs").cells
                        if is_solution(c) and exercise_id(c) == "01.1")
-    assert not static.judge(code_cells(nb), stubs.cells)["01.1"].forbidden
+    assert not static.judge(code_cells(nb), stubs.cells, stubs=True)["01.1"].forbidden
 
 
 @pytest.mark.parametrize("name, exercise, answer, route", [

@@ -67,6 +67,12 @@ def _package_for(notebook: str, key: object) -> Path | None:
     return package_view(lesson) if key is not None and lesson is not None else None
 
 
+def _against_stubs(solutions: Path) -> bool:
+    """Whether ``solutions`` holds the exercises' stubs, not the course's solutions (a learner
+    grading their own release, ``--solutions exercises``; a Gradescope bundle's checks)."""
+    return solutions.name != "solutions"
+
+
 def grade_notebook(path: str | Path, solutions: str | Path, *, timeout: float = 60.0,
                    learner: str | None = None, sandbox: bool = False,
                    limits: Limits | None = None, hidden: Sequence[Path] = (),
@@ -99,7 +105,7 @@ def grade_notebook(path: str | Path, solutions: str | Path, *, timeout: float = 
         report.notebook = canonical_path.name
         try:
             reference = _solutions_notebook(canonical_path)
-            validate(reference, str(canonical_path), stubs=solutions.name != "solutions")
+            validate(reference, str(canonical_path), stubs=_against_stubs(solutions))
         except Exception as e:  # the course's own notebook is broken (FormatError, bad JSON)
             raise _Ungradable(f"the solutions notebook cannot be used: {e}") from None
         possible = exercises(reference)
@@ -133,8 +139,8 @@ def grade_notebook(path: str | Path, solutions: str | Path, *, timeout: float = 
                             for ex, p in possible.items()]
         return report
     report.exercises = score(code, results, possible, labels)
-    # What the answers may not do, judged from their source here (never from the kernel).
-    static.apply(report.exercises, static.judge(code, reference.cells), labels)
+    static.apply(report.exercises,  # what the answers may not do, from their source, not the kernel
+                 static.judge(code, reference.cells, stubs=_against_stubs(solutions)), labels)
     for e in report.exercises:
         e.notes = restored.notes.get(e.exercise, []) + e.notes
     report.notes += [n for ex, notes in restored.notes.items() if ex not in possible

@@ -676,10 +676,12 @@ class Judgement:
     problems: list[Finding] = field(default_factory=list)  # cells too deep to read
 
 
-def judge(cells: Sequence[Mapping[str, Any]], canonical: Sequence[Mapping[str, Any]]
-          ) -> dict[str, Judgement]:
+def judge(cells: Sequence[Mapping[str, Any]], canonical: Sequence[Mapping[str, Any]], *,
+          stubs: bool = False) -> dict[str, Judgement]:
     """The static judgement of each exercise of a submitted notebook's code ``cells`` (checks
-    already restored), against the ``canonical`` notebook's cells."""
+    already restored), against the ``canonical`` notebook's cells. ``stubs``: the canonical
+    notebook is the exercises' (a learner's own release, without the solutions; the grader
+    knows which it graded against): the pasted-code judge is then skipped (``_copied``)."""
     from course_utils.grading.format import exercise_id, is_check, is_solution
 
     course = {(str(c.get("id", "")), str(c.get("source", ""))) for c in canonical
@@ -744,7 +746,8 @@ def judge(cells: Sequence[Mapping[str, Any]], canonical: Sequence[Mapping[str, A
                     or _computed_route(f.what, routes_)
                 if route is not None:
                     result.forbidden.append((f, route))
-        result.forbidden += _copied(ex, answer, tagged, routes_, solutions.get(ex, []))
+        if not stubs:
+            result.forbidden += _copied(ex, answer, tagged, routes_, solutions.get(ex, []))
         result.hiding = [f for f in dict.fromkeys(result.hiding)
                          if not _given_line(f, code, given.get(ex, set()))]
         result.machinery = list(dict.fromkeys(result.machinery))
@@ -789,20 +792,12 @@ def _copied(exercise: str, answer: Sequence[Analysis], tagged: Mapping[int, str 
             routes_: Iterable[str], canonical: Sequence[str]) -> list[tuple[Finding, str]]:
     """The course's own code for the exercise pasted: it reaches nothing, it is a copy. An
     earlier exercise's cells the answer uses (02.5 calls 02.2's `gradients`) are judged as that
-    exercise's answer, against that exercise's functions. Only against the course's solutions:
-    graded against the exercises' stubs (a learner's own release), an honest answer written like
-    the course's function could not be told from a copy."""
-    if _stub(canonical):
-        return []
+    exercise's answer, against that exercise's functions. Only against the course's solutions
+    (``judge``'s ``stubs``): graded against the exercises' stubs (a learner's own release), an
+    honest answer written like the course's function could not be told from a copy."""
     trees = [t for found in answer for t in found.trees if tagged.get(t[0]) in (exercise, None)]
     return [(Finding(c.cell, c.line, copies.COPY + c.dotted), c.dotted)
             for c in copies.copies(trees, routes_, canonical)]
-
-
-def _stub(answers: Sequence[str]) -> bool:
-    """Whether an exercise's canonical answer cells are the exercises' stubs (no course solution
-    raises NotImplementedError in an answer cell; every stub does)."""
-    return any("NotImplementedError" in source for source in answers)
 
 
 def _given_line(f: Finding, code: Sequence[Mapping[str, Any]], given: set[str]) -> bool:
