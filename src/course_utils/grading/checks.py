@@ -26,10 +26,12 @@ list of those.
 **Which PyTorch operators ran.** ``AtenOps`` records the ATen operators run inside a block, so a
 check can tell an answer in numpy by hand from one that called PyTorch (lesson 11's quantizers).
 
-**Complex numbers in a derivative rule.** ``ComplexUse`` watches the arrays handed to jvp rules and
-records any numpy operation that meets a complex number with them: a rule that evaluates its op
-at ``x + i h t`` (the complex step) rather than pushing the tangent through the derivative
-(exercise 01.4).
+**Complex numbers in a derivative rule, and its op at other points.** ``ComplexUse`` watches the
+arrays handed to jvp rules and records any numpy operation that meets a complex number with them:
+a rule that evaluates its op at ``x + i h t`` (the complex step) rather than pushing the tangent
+through the derivative (exercise 01.4); and every nonlinear function the rule evaluates at points
+other than its inputs (``IMPL[op](x + s t)``: a difference quotient, however extrapolated).
+``AtPoint`` does the second for tensors, at PyTorch's dispatcher (exercise 07.1's backward).
 
 **Provenance of a derivative rule.** ``moved_result`` makes a solver return a solution moved a
 little, so a check can tell a rule that uses the solution it is handed (13.4's implicit
@@ -50,8 +52,8 @@ import types
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-__all__ = ["AtenOps", "ForbiddenCall", "check_predictions", "digest", "forbid",
-           "jaxpr_constants", "jaxpr_primitives", "literal_assignments", "moved_result"]
+__all__ = ["AtPoint", "AtenOps", "ComplexUse", "ForbiddenCall", "check_predictions", "digest",
+           "forbid", "jaxpr_constants", "jaxpr_primitives", "literal_assignments", "moved_result"]
 
 
 class ForbiddenCall(AssertionError):
@@ -357,25 +359,148 @@ def moved_result(owner: Any, name: str, factor: float) -> Iterator[None]:
         setattr(owner, name, original)
 
 
+#: The factors by which a derivative rule may stretch its input before it evaluates a nonlinear
+#: function there: ``tanh(x / 2)``, ``exp(-x)``, ``sigmoid(-x)``, ``exp(2 x)`` (and 0: the op at
+#: zero) are the op at its own input; ``x + h`` or ``x (1 + h)`` is a difference quotient's point.
+POINT_MULTIPLES = (0.0, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0)
+#: The nonlinear numpy ufuncs and ``math`` functions whose arguments ``ComplexUse`` reads (by
+#: ``__name__``; numpy's aliases ``np.atanh``, ``np.pow`` are the same ufuncs).
+NONLINEAR_NUMPY = frozenset({
+    "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "logaddexp", "logaddexp2", "tanh",
+    "sinh", "cosh", "tan", "sin", "cos", "arctan", "arcsin", "arccos", "arctanh", "arcsinh",
+    "arccosh", "arctan2", "sqrt", "cbrt", "power", "float_power", "hypot",
+    "atan", "asin", "acos", "atanh", "asinh", "acosh", "atan2", "pow", "erf", "erfc", "gamma",
+    "lgamma"})
+#: The ATen operators whose inputs ``AtPoint`` reads (packet names).
+NONLINEAR_ATEN = frozenset({
+    "sigmoid", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "log_sigmoid_forward",
+    "log_sigmoid", "tanh", "sinh", "cosh", "tan", "sin", "cos", "atan", "asin", "acos", "atanh",
+    "asinh", "acosh", "atan2", "erf", "erfc", "erfinv", "softplus", "logit", "sqrt", "rsqrt",
+    "pow", "float_power", "logaddexp", "logaddexp2", "xlogy", "lgamma", "digamma", "gelu", "elu",
+    "celu", "selu", "mish", "silu", "hardswish", "sinc", "special_expit", "special_erfcx"})
+
+
+class _Points:
+    """Where a derivative rule may evaluate a nonlinear function: its inputs stretched by one of
+    ``POINT_MULTIPLES`` (element by element, at the element's own place when the argument has
+    an input's shape), and what a nonlinear function already returned there (``exp(log x)``,
+    ``exp(logsigmoid(x))``). ``off(value)`` says whether ``value`` lies anywhere else."""
+
+    def __init__(self, anchors: list[Any]) -> None:
+        import numpy as np
+
+        self.anchors = [a for a in (_float64(a) for a in anchors) if a is not None and a.size]
+        self.known: list[Any] = []  # outputs of nonlinear functions evaluated at the points
+        every = [c * a for a in self.anchors for c in POINT_MULTIPLES]
+        self.loose = np.unique(np.concatenate(every)) if every else np.zeros(0)
+
+    def off(self, value: Any) -> bool:
+        import numpy as np
+
+        v = _float64(value)
+        if v is None:  # not a real number (complex: ComplexUse's other list)
+            return False
+        finite = np.isfinite(v)
+        for a in self.anchors:  # at its own place: an argument of an input's shape
+            if a.size == v.size and a.size > 1:
+                near = np.zeros(v.size, dtype=bool)
+                for c in POINT_MULTIPLES:
+                    near |= v == c * a
+                for k in self.known:
+                    if k.size == v.size:
+                        near |= v == k
+                if np.all(near | ~finite):
+                    return False
+        pool = np.concatenate([self.loose, *self.known]) if self.known else self.loose
+        return not bool(np.all(np.isin(v[finite], pool)))
+
+    def note(self, result: Any) -> None:
+        values = _float64(result)
+        if values is not None:
+            self.known.append(values)
+
+
+def _float64(value: Any) -> Any:
+    """``value``'s numbers as a flat plain float64 array (a watched array read without its
+    watch), or None for what is not real numbers."""
+    import numpy as np
+
+    if isinstance(value, np.ndarray):
+        value = np.ndarray.view(value, np.ndarray)  # not the watched class's own view
+    try:
+        return _numpy_original("array")(value, dtype=np.float64).ravel()
+    except (TypeError, ValueError):
+        return None
+
+
+def _numpy_original(name: str) -> Any:
+    """numpy's own ``name`` (asarray, array), kept before any block replaced it."""
+    import numpy as np
+
+    if not _ORIGINAL_NUMPY:
+        _ORIGINAL_NUMPY.update(asarray=np.asarray, array=np.array)
+    return _ORIGINAL_NUMPY[name]
+
+
+def _constant_integer(value: Any) -> bool:
+    """Whether an exponent is one number, a whole one (``x ** 2``: a polynomial, not a
+    nonlinear function's point)."""
+    import numpy as np
+
+    try:
+        v = np.array(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        return False
+    return v.size == 1 and bool(np.isfinite(v).all()) and float(v.ravel()[0]).is_integer()
+
+
+def _nonlinear_arguments(name: str, args: tuple) -> list[Any]:
+    """The arguments of a nonlinear function that must lie at the rule's points: all of them,
+    but for a power only a base raised to a fractional constant and an exponent that is an
+    array (``x ** 2`` and ``x ** 0.5``'s exponents are constants of the rule)."""
+    import numpy as np
+
+    if name in ("power", "pow", "float_power") and len(args) >= 2:
+        base, exponent = args[0], args[1]
+        picked = [] if _constant_integer(exponent) else [base]
+        if np.size(exponent) > 1:
+            picked.append(exponent)
+        return picked
+    return list(args)
+
+
 class ComplexUse:
-    """Records numpy operations in which the arrays it watches meet a complex number: a
-    forward-mode rule that evaluates its op at ``x + i h t`` (the complex-step trick, which gives
-    ``J t`` to rounding without any derivative) instead of pushing the tangent through the
-    derivative. ``watch`` returns a view of an array that notes each such operation in ``ops``
-    (results stay watched); ``rules`` wraps every rule of a jvp table for a block, so that each
-    rule sees its tangents, output and inputs watched::
+    """Watches the arrays handed to jvp rules (exercise 01.4) for two ways of getting J t
+    without the derivative:
+
+    - ``ops``: numpy operations in which they meet a complex number, the complex step (a rule
+      that evaluates its op at ``x + i h t`` gets J t to rounding);
+    - ``elsewhere``: nonlinear functions (``np.tanh``, ``np.exp``, the op table's entries,
+      ``math.exp``, ...) evaluated at points other than the rule's own inputs, each stretched by
+      one of ``POINT_MULTIPLES``, or what such a function returned there: ``IMPL[op](x + s t)``
+      is a difference quotient's point, however many are combined (Richardson extrapolation
+      meets the checks' tolerances).
+
+    ``watch`` returns a view of an array that notes what meets it (results stay watched);
+    ``rules`` wraps every rule of a jvp table for a block, so that each rule sees its tangents,
+    output and inputs watched, and while a rule runs numpy's and ``math``'s nonlinear functions
+    and the op tables' entries (the notebook's ``IMPL``, ``course_utils.engine.IMPL``) read their
+    arguments by value, and numpy's converters (``np.asarray``, ``np.array``, ...) keep a watched
+    array watched::
 
         use = ComplexUse()
         with use.rules(JVP):
             values, tangents = jvp(outputs, feed, t)
-        report(complex_ops=sorted(use.ops))  # the verdict asserts it is empty
+        report(complex_ops=sorted(use.ops), elsewhere=sorted(use.elsewhere))  # both empty
 
-    An answer that turns its arrays into plain ones first (``np.asarray``) is not seen: this
-    catches the trick as learners write it, not every disguise of it.
+    What numpy computes on plain arrays with a function kept under another name before the
+    block began is not seen: the static judge refuses the ways of hiding arrays (routes).
     """
 
     def __init__(self) -> None:
         self.ops: set[str] = set()
+        self.elsewhere: set[str] = set()
+        self._points: list[_Points] = []
 
     def watch(self, value: Any) -> Any:
         """A watched view of ``value`` (an array or a number), or ``value`` itself if it is
@@ -383,10 +508,19 @@ class ComplexUse:
         import numpy as np
 
         if isinstance(value, (np.ndarray, np.generic, int, float, complex)):
-            view = np.asarray(value).view(_watched_type())
+            view = _numpy_original("asarray")(value).view(_watched_type())
             view._course_use = self
             return view
         return value
+
+    def _note(self, name: str, args: tuple, result: Any) -> None:
+        """A nonlinear function ``name`` ran on ``args``: note it if they lie elsewhere."""
+        if not self._points:
+            return
+        points = self._points[-1]
+        if any(points.off(arg) for arg in _nonlinear_arguments(name, args)):
+            self.elsewhere.add(name)
+        points.note(result)
 
     @contextlib.contextmanager
     def rules(self, table: dict) -> Iterator[None]:
@@ -397,8 +531,13 @@ class ComplexUse:
         def watched(rule: Any) -> Any:
             @functools.wraps(rule)
             def call(tangents, out, *inputs, **attrs):
-                return rule([self.watch(t) for t in tangents], self.watch(out),
-                            *[self.watch(x) for x in inputs], **attrs)
+                self._points.append(_Points([*inputs, out]))
+                try:
+                    with _reading_arguments(self):
+                        return rule([self.watch(t) for t in tangents], self.watch(out),
+                                    *[self.watch(x) for x in inputs], **attrs)
+                finally:
+                    self._points.pop()
             return call
 
         table.update({op: watched(rule) for op, rule in saved.items()})
@@ -409,17 +548,110 @@ class ComplexUse:
             table.update(saved)
 
 
+#: numpy's own converters, kept before any block replaces them.
+_ORIGINAL_NUMPY: dict[str, Any] = {}
+#: The converters ``_reading_arguments`` makes keep a watched array watched (they return a plain
+#: ndarray for a subclass): the first argument's watch goes on to the result.
+_CONVERTERS = ("asarray", "array", "ascontiguousarray", "asfortranarray", "copy", "require",
+               "asarray_chkfinite", "broadcast_to", "where", "concatenate", "stack", "hstack",
+               "vstack", "atleast_1d", "append", "outer", "einsum", "tensordot", "dot", "select",
+               "choose", "block", "pad", "interp", "fromiter", "full")
+
+
+def _first_watch(values: Any) -> Any:
+    """The ``ComplexUse`` of the first watched array in ``values`` (nested lists included)."""
+    for value in values:
+        if isinstance(value, (list, tuple)):
+            found = _first_watch(value)
+            if found is not None:
+                return found
+        use = getattr(value, "_course_use", None)
+        if isinstance(use, ComplexUse):
+            return use
+    return None
+
+
+@contextlib.contextmanager
+def _reading_arguments(use: ComplexUse) -> Iterator[None]:
+    """While a watched rule runs: numpy's and ``math``'s nonlinear functions and the op tables'
+    entries note where they are evaluated (``use._note``), and numpy's converters keep a watched
+    array watched. Everything is put back when the rule returns."""
+    import math
+
+    import numpy as np
+
+    _numpy_original("asarray")
+    patched: list[tuple[Any, str, Any]] = []
+    reading: dict[int, Any] = {}
+
+    def reader(function: Any, name: str, unwatch: bool = False) -> Any:
+        if id(function) not in reading:
+            @functools.wraps(function)
+            def read(*args: Any, **kwargs: Any) -> Any:
+                if unwatch:  # math's functions: read here, not noted as a float() way out
+                    args = tuple(np.ndarray.view(a, np.ndarray) if isinstance(a, np.ndarray)
+                                 else a for a in args)
+                result = function(*args, **kwargs)
+                use._note(name, args, result)
+                return result
+            reading[id(function)] = read
+        return reading[id(function)]
+
+    def keeping(function: Any) -> Any:
+        @functools.wraps(function)
+        def keep(*args: Any, **kwargs: Any) -> Any:
+            result = function(*args, **kwargs)
+            owner = _first_watch(args) or _first_watch(kwargs.values())
+            if owner is not None and isinstance(result, np.ndarray):
+                return owner.watch(result)
+            return result
+        return keep
+
+    modules = [np, getattr(np, "_core", None) and getattr(np._core, "umath", None)]
+    for module in [m for m in modules if m is not None]:
+        for attr, value in list(vars(module).items()):
+            if isinstance(value, np.ufunc) and value.__name__ in NONLINEAR_NUMPY:
+                patched.append((module, attr, value))
+                setattr(module, attr, reader(value, value.__name__))
+    for attr in NONLINEAR_NUMPY:
+        value = getattr(math, attr, None)
+        if callable(value):
+            patched.append((math, attr, value))
+            setattr(math, attr, reader(value, attr, unwatch=True))
+    for attr in _CONVERTERS:
+        if hasattr(np, attr):
+            patched.append((np, attr, getattr(np, attr)))
+            setattr(np, attr, keeping(getattr(np, attr)))
+    tables = [_user_namespace().get("IMPL"), getattr(sys.modules.get("course_utils.engine"),
+                                                      "IMPL", None)]
+    entries: list[tuple[dict, str, Any]] = []
+    for table in [t for t in tables if isinstance(t, dict)]:
+        for op, function in list(table.items()):
+            if isinstance(function, np.ufunc) and function.__name__ in NONLINEAR_NUMPY:
+                entries.append((table, op, function))
+                table[op] = reader(function, function.__name__)
+    try:
+        yield
+    finally:
+        for table, op, function in entries:
+            table[op] = function
+        for module, attr, value in reversed(patched):
+            setattr(module, attr, value)
+
+
 @functools.cache
 def _watched_type() -> type:
     """The ndarray subclass of ``ComplexUse.watch`` (made on first use: numpy is imported then).
     It sees every ufunc (arithmetic, ``np.tanh``, ``@``, the reductions behind ``np.sum``) and
     ``astype``; it defines no ``__array_function__``, which the grader's tamper probe refuses in
-    any class a cell could have made."""
+    any class a cell could have made. Taking a watched value out as Python numbers (``float``,
+    ``item``, ``tolist``, iteration, ``flat``) or as a plain array (``view``, ``base``) while a
+    rule runs is noted as ``elsewhere`` too: nothing done on them after is seen."""
     import numpy as np
 
     def plain(x: Any) -> Any:
         if isinstance(x, np.ndarray) and type(x) is not np.ndarray:
-            return x.view(np.ndarray)
+            return np.ndarray.view(x, np.ndarray)  # not Watched.view, which notes a way out
         if isinstance(x, (list, tuple)):
             return type(x)(plain(v) for v in x)
         return x
@@ -445,6 +677,12 @@ def _watched_type() -> type:
                 return tuple(self._rewatch(r, use) for r in result)
             return use.watch(result) if isinstance(result, np.ndarray) else result
 
+        def _out(self, how: str) -> None:
+            """The rule takes this array's values out of the watch (``how``)."""
+            use = self._course_use
+            if use is not None and use._points:
+                use.elsewhere.add(how)
+
         def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
             use = next((x._course_use for x in inputs if isinstance(x, Watched)), None)
             if "out" in kwargs:
@@ -452,7 +690,10 @@ def _watched_type() -> type:
             inputs = plain(inputs)
             if use is not None and complex_in(inputs):
                 use.ops.add(ufunc.__name__)
-            return self._rewatch(getattr(ufunc, method)(*inputs, **kwargs), use)
+            result = getattr(ufunc, method)(*inputs, **kwargs)
+            if use is not None and method == "__call__" and ufunc.__name__ in NONLINEAR_NUMPY:
+                use._note(ufunc.__name__, inputs, result)
+            return self._rewatch(result, use)
 
         def astype(self, dtype, *args, **kwargs):
             if self._course_use is not None and np.issubdtype(np.dtype(dtype),
@@ -460,7 +701,112 @@ def _watched_type() -> type:
                 self._course_use.ops.add("astype")
             return super().astype(dtype, *args, **kwargs)
 
+        def __getitem__(self, key):
+            result = super().__getitem__(key)
+            if isinstance(result, np.generic) and self._course_use is not None:
+                return self._course_use.watch(result)  # a 0-d watched array, not a scalar
+            return result
+
+        def __iter__(self):
+            for k in range(len(self)):
+                yield self[k, ...]
+
+        def __float__(self):
+            self._out("float()")
+            return super().__float__()
+
+        def __int__(self):
+            self._out("int()")
+            return super().__int__()
+
+        def item(self, *args):
+            self._out("item()")
+            return super().item(*args)
+
+        def tolist(self):
+            self._out("tolist()")
+            return super().tolist()
+
+        def tobytes(self, *args, **kwargs):
+            self._out("tobytes()")
+            return super().tobytes(*args, **kwargs)
+
+        def view(self, *args, **kwargs):
+            result = super().view(*args, **kwargs)
+            if isinstance(result, np.ndarray) and not isinstance(result, Watched):
+                self._out("view()")
+            return result
+
+        @property
+        def flat(self):
+            self._out("flat")
+            return super().flat
+
+        @property
+        def base(self):
+            self._out("base")
+            return super().base
+
     return Watched
+
+
+class AtPoint:
+    """Records the ATen operators that evaluate a nonlinear function (sigmoid, exp, tanh, log,
+    erf, a fractional power, ...) at points other than ``x`` stretched by one of
+    ``POINT_MULTIPLES`` (element by element), or than what such an operator returned there, while
+    a custom Function's forward and backward run (exercise 07.1)::
+
+        with AtPoint(x) as point, AtenOps() as aten:  # AtPoint first: it sees every operator
+            out = SiLU.apply(x)
+            grad = out.grad_fn.apply(grad_out)
+        report(elsewhere=sorted(point.elsewhere))  # the verdict asserts it is empty
+
+    ``sigmoid(x)``, ``exp(-x)``, ``tanh(x / 2)``, a saved sigmoid, ``exp(logsigmoid(x))`` are at
+    ``x``; ``sigmoid(x + h)`` and ``sigmoid(x * (1 + h))`` are a difference quotient's points,
+    however many are combined. Reading a value out of PyTorch (``item``, ``float``) while the block
+    runs is noted as well (``_local_scalar_dense``). Every tensor operator reaches the dispatcher,
+    where this dispatch mode sees it; what switches modes off is a route of every exercise.
+    """
+
+    def __init__(self, x: Any) -> None:
+        self.x = x
+        self.elsewhere: set[str] = set()
+        self._mode: Any = None
+
+    def __enter__(self) -> AtPoint:
+        import torch
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        points = _Points([self.x.detach().to(torch.float64).cpu().numpy()])
+        elsewhere = self.elsewhere
+
+        def values(t: Any) -> Any:
+            return t.detach().to(torch.float64).cpu().numpy()
+
+        class _Read(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                out = func(*args, **(kwargs or {}))
+                name = func.overloadpacket.__name__
+                if name == "_local_scalar_dense":
+                    elsewhere.add("item()")
+                elif name in NONLINEAR_ATEN:
+                    picked = _nonlinear_arguments(name, tuple(
+                        values(a) if isinstance(a, torch.Tensor) else a for a in args))
+                    tensors = [a for a in picked if not isinstance(a, (int, float, bool))]
+                    if any(points.off(a) for a in tensors):
+                        elsewhere.add(name)
+                    for result in out if isinstance(out, (tuple, list)) else (out,):
+                        if isinstance(result, torch.Tensor) and result.is_floating_point():
+                            points.note(values(result))
+                return out
+
+        self._mode = _Read()
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> Any:
+        mode, self._mode = self._mode, None
+        return mode.__exit__(*exc)
 
 
 # ---------------------------------------------------------------------------------------------

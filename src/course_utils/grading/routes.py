@@ -121,6 +121,20 @@ DISPATCH_ESCAPES = ("torch.utils._python_dispatch", "torch._C._DisableTorchDispa
                     "torch._C._pop_torch_dispatch_stack", "torch._C._unset_dispatch_mode",
                     "torch._C._ExcludeDispatchKeyGuard", "torch._C._set_dispatch_mode",
                     "torch._C._disabled_torch_dispatch_impl")
+#: Ways to take an array's or a tensor's numbers where the checks' recorders of a derivative
+#: rule do not follow them (``checks.ComplexUse``'s watched arrays, ``checks.AtPoint``'s dispatch
+#: mode): as Python numbers, bytes or raw memory. A rule written with array or tensor operations
+#: needs none of them; a rule that evaluates its op at x + s t on numbers taken out so is a
+#: difference quotient the recorders cannot see (issue 36, round 4).
+NUMBERS_OUT = (".tolist", ".item", ".tobytes", ".ctypes", ".data_ptr", "builtins.memoryview",
+               "ctypes", "struct", "pickle", "marshal", "copyreg", "decimal", "fractions")
+#: ... and for numpy arrays: a plain array over the same memory.
+ARRAYS_OUT = ("numpy.frombuffer", "numpy.lib.stride_tricks", "numpy.ctypeslib")
+#: ... and for tensors: numpy, Python's math and PyTorch's ways in and out of numpy and memory
+#: (07.1's SiLU is written in torch; a Richardson extrapolation of central differences of the
+#: forward scored 4/5 in the third attack review).
+TENSORS_OUT = ("numpy", "math", "statistics", ".numpy", ".untyped_storage", ".storage",
+               "torch.from_numpy", "torch.frombuffer")
 #: Routes of every exercise: no answer needs them, and each hides what it does from the checks.
 EVERY = (FORGED_IDENTITY, LIBRARY_WRITE, *PROCESSES, *UNREADABLE, *DISPATCH_ESCAPES)
 
@@ -130,7 +144,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "01.1": ("graphlib", "networkx", *PROFILER, *THREADS, "threading", *FRAMEWORKS),
     "01.2": (*AUTODIFF, *COMPLEX, *FRAMEWORKS),
     "01.3": (*AUTODIFF, *FRAMEWORKS),
-    "01.4": (*AUTODIFF, *FORWARD, *COMPLEX, *FRAMEWORKS),
+    "01.4": (*AUTODIFF, *FORWARD, *COMPLEX, *FRAMEWORKS, *NUMBERS_OUT, *ARRAYS_OUT),
     # Reverse mode and derivative rules written by hand: the complex step would give the
     # derivatives to rounding with no rule written (04.2 replayed a tape's records on x + ih).
     "02.2": (*COMPLEX, *FRAMEWORKS),
@@ -156,7 +170,10 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
              "torch.ops.aten.silu*", "torch._ops.ops.aten.silu*", "torch._C._nn.silu*",
              "torch._C._VariableFunctions.silu*", *COMPLEX,
              # another framework's vjp (third attack review: jax.vjp of x * sigmoid(x), 5/5)
-             "jax", "jaxlib", "tensorflow", "keras", *SYMBOLIC),
+             "jax", "jaxlib", "tensorflow", "keras", *SYMBOLIC,
+             # numbers taken out of PyTorch, where the dispatch mode that reads where a
+             # nonlinear op is evaluated (checks.AtPoint) does not follow them
+             *NUMBERS_OUT, *TENSORS_OUT),
     # 07.2 walks grad_fn.next_functions itself: the engine that would walk the graph for it
     # (backward run under the profiler, its evaluate_function events counted: second attack
     # review, 3/3) is what is forbidden.
