@@ -372,6 +372,8 @@ def test_the_zh_report_gives_the_common_messages_in_chinese():
         "      ValueError: operands could not be broadcast together",
         "  notes:",
         "    00.1: its check cell (`assert x`) was deleted; the original was put back",
+        "    00.2: its check cell (`assert y`) differs from the course's (edited, or an older copy "
+        "of the exercises); the course's check ran instead",
     ])
     assert ed.localize_table(table, "en") == table
     zh = ed.localize_table(table, "zh").splitlines()
@@ -390,6 +392,8 @@ def test_the_zh_report_gives_the_common_messages_in_chinese():
         "      3 个预测中对了 1 个；不对的：`a`, `b`。运行下面的测量，读一读原因。"]
     assert zh[16] == "      ValueError: operands could not be broadcast together"  # as it is
     assert zh[18] == "    00.1: 它的检查单元格 (`assert x`) 被删除了；原来的检查已放回"
+    assert zh[19] == ("    00.2: 它的检查单元格 (`assert y`) 与课程的不同"
+                      "（被编辑过，或是较早的练习副本）；运行的是课程的检查")
     # the learner's code in a message is never translated
     assert "`raise NotImplementedError(\"Exercise 00.1: your code here\")`" in ed.localize_table(
         "      at code cell 2, line 7: `raise NotImplementedError(\"Exercise 00.1: your code "

@@ -65,7 +65,7 @@ CASES = {
                           "(in your solution")}, []),
     "tampered": ({"99.1": ("fail", 1, "AssertionError: expected [2 4], got [3 4]"),
                   "99.2": ("pass", 1, "")},
-                 ["99.1: its check cell (1 of 2, `got = double([1, 2])`) was edited",
+                 ["99.1: its check cell (1 of 2, `got = double([1, 2])`) differs from the course's",
                   "99.1: its check cell (2 of 2, `got = tuple(double(np.zeros((2, 3))).shape)`) "
                   "was deleted"]),
     "deleted_check": ({"99.1": ("pass", 2, ""), "99.2": ("pass", 1, "")},
@@ -138,8 +138,8 @@ def test_the_class_csv_has_a_row_per_learner_and_exercise(the_class):
     rows = [(r["learner"], r["notebook"], r["exercise"], r["points"], r["possible"],
              r["status"], r["message"], r["notes"]) for r in the_class["csv"]
             if r["learner"] in ("full", "partial", "tampered", "empty")]
-    edited = "its check cell (1 of 2, `got = double([1, 2])`) was edited; the original check " \
-        "ran instead"
+    edited = "its check cell (1 of 2, `got = double([1, 2])`) differs from the course's (edited, " \
+        "or an older copy of the exercises); the course's check ran instead"
     deleted = "its check cell (2 of 2, `got = tuple(double(np.zeros((2, 3))).shape)`) was " \
         "deleted; the original was put back"
     nb = "99_fixture.ipynb"

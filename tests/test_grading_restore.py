@@ -67,10 +67,10 @@ def test_an_edited_check_is_replaced_in_place_and_reported():
     assert cell(out.notebook, "check-1a").source == cell(CANONICAL, "check-1a").source
     assert cell(out.notebook, "check-1b").metadata == cell(CANONICAL, "check-1b").metadata
     assert out.notes == {"99.1": [
-        "its check cell (1 of 2, `got = double([1, 2])`) was edited; the original check ran "
-        "instead",
-        "its check cell (2 of 2, `got = tuple(double(np.zeros((2, 3))).shape)`) was edited; the "
-        "original check ran instead"]}
+        "its check cell (1 of 2, `got = double([1, 2])`) differs from the course's (edited, or an "
+        "older copy of the exercises); the course's check ran instead",
+        "its check cell (2 of 2, `got = tuple(double(np.zeros((2, 3))).shape)`) differs from the "
+        "course's (edited, or an older copy of the exercises); the course's check ran instead"]}
 
 
 def test_a_tag_that_changes_nbvals_verdict_counts_as_an_edit():

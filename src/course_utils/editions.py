@@ -549,8 +549,9 @@ _MESSAGES_ZH = [(re.compile(pattern), zh) for pattern, zh in (
     (r"(\d+) of (\d+) predictions right; not right: (.*?)\. Run the measurement below and read "
      r"why\.", r"\2 个预测中对了 \1 个；不对的：\3。运行下面的测量，读一读原因。"),
     (r"\bexpected (.+?), got (.+)$", r"期望 \1，实际得到 \2"),
-    (r"its check cell (.*?)was edited; the original check ran instead",
-     r"它的检查单元格 \1被编辑过；运行的是原来的检查"),
+    (r"its check cell (.*?)differs from the course's \(edited, or an older copy of the "
+     r"exercises\); the course's check ran instead",
+     r"它的检查单元格 \1与课程的不同（被编辑过，或是较早的练习副本）；运行的是课程的检查"),
     (r"its check cell (.*?)was deleted; the original was put back",
      r"它的检查单元格 \1被删除了；原来的检查已放回"),
 )]

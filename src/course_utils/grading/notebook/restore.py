@@ -88,8 +88,8 @@ def restore_checks(learner: NotebookNode, canonical: NotebookNode) -> Restored:
     >>> tampered.id = check.id
     >>> out = restore_checks(v4.new_notebook(cells=[tampered]), v4.new_notebook(cells=[check]))
     >>> out.notebook.cells[0].source, out.notes
-    ('assert f() == 1', {'00.1': ['its check cell (`assert f() == 1`) was edited; the original \
-check ran instead']})
+    ('assert f() == 1', {'00.1': ["its check cell (`assert f() == 1`) differs from the course's \
+(edited, or an older copy of the exercises); the course's check ran instead"]})
     """
     result = Restored(notebook=copy.deepcopy(learner))
     cells = result.notebook.cells
@@ -124,8 +124,8 @@ check ran instead']})
     for k, i in match.items():
         ex = exercise_id(checks[k])
         if not _same_check(cells[i], checks[k]):
-            result.note(ex, f"its check cell {_name(checks, k)}was edited; the original check "
-                        "ran instead")
+            result.note(ex, f"its check cell {_name(checks, k)}differs from the course's (edited, "
+                        "or an older copy of the exercises); the course's check ran instead")
         solutions = [j for j, c in enumerate(cells) if is_solution(c) and exercise_id(c) == ex]
         if solutions and i < solutions[0]:
             result.note(ex, f"its check cell {_name(checks, k)}was above its solution; it ran "
