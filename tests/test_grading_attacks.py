@@ -567,6 +567,20 @@ def grade_folder(folder: Path, solutions: Path, *args: str, watch_memory: bool =
     return reports, done, peak[0]
 
 
+def grade_answers(folder: Path, lesson: str, cell_id: str, answers: dict[str, str]) -> dict:
+    """Grade a class folder with one learner per answer (named as in ``answers``): each hands in
+    ``solutions/<lesson>.ipynb`` with the answer cell ``cell_id`` holding that answer, graded
+    against the solutions (sandboxed where the machine can). The reports by learner."""
+    for name, answer in answers.items():
+        nb = nbformat.read(ROOT / "solutions" / f"{lesson}.ipynb", as_version=4)
+        next(c for c in nb.cells if c.get("id") == cell_id).source = answer
+        (folder / name).mkdir(parents=True)
+        nbformat.write(nb, folder / name / f"{lesson}.ipynb")
+    reports, _, _ = grade_folder(folder, ROOT / "solutions", "--jobs", "2", *(
+        ["--sandbox"] if SANDBOX else ["--no-sandbox", "--trust-submissions"]))
+    return reports
+
+
 def build(folder: Path, attacks: dict, replace: dict[str, str]) -> None:
     """A class folder: one learner per attack and honest answer, and odd files."""
     folder.mkdir()
@@ -1241,14 +1255,8 @@ def test_rebinding_a_checks_configuration_or_blinding_its_profiler_gains_nothing
              "            seen.add(n)\n            for x in n.inputs:\n                visit(x)\n"
              "            order.append(n)\n    for o in outputs:\n        visit(o)\n"
              "    return order\n")
-    folder = tmp_path / "subs"
-    for name, answer in (("graphlib", graphlib), ("blind", blind)):
-        nb = nbformat.read(ROOT / "solutions" / "01_computation_graphs.ipynb", as_version=4)
-        next(c for c in nb.cells if c.get("id") == "s01-sol1").source = answer
-        (folder / name).mkdir(parents=True)
-        nbformat.write(nb, folder / name / "01_computation_graphs.ipynb")
-    reports, _, _ = grade_folder(folder, ROOT / "solutions", "--jobs", "2", *(
-        ["--sandbox"] if SANDBOX else ["--no-sandbox", "--trust-submissions"]))
+    reports = grade_answers(tmp_path / "subs", "01_computation_graphs", "s01-sol1",
+                            {"graphlib": graphlib, "blind": blind})
     # The blind answer's first route is its `import threading` (line 1): 01.1 refuses the
     # threading module whole since the third attack review (a recursive walk on a bare thread).
     for name, route, line in (("graphlib", "graphlib", 2), ("blind", "threading", 1)):

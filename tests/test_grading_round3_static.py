@@ -9,7 +9,6 @@ import inspect
 import re
 import textwrap
 
-import nbformat
 import pytest
 from test_grading_static import ROOT, canonical
 
@@ -176,19 +175,12 @@ def test_difference_quotients_of_the_op_functions_score_at_most_half_of_01_2(tmp
     the derivative exact to rounding (1e-12, relative) and, on Nodes, a graph that applies the
     op to nothing but its own input; an unusual honest rule set (tanh' through exp(x) and
     exp(-x), 1/x as exp(-log x)) keeps full marks."""
-    from test_grading_attacks import SANDBOX, grade_folder
+    from test_grading_attacks import grade_answers
 
-    folder = tmp_path / "subs"
     answers = {name: RULES + quotient + "".join(
         f'VJP["{op}"] = lambda g, out, x: (g * slope({op}, x),)\n' for op in ("tanh", "exp", "log"))
         for name, quotient in QUOTIENTS.items()} | {"honest": HONEST}
-    for name, answer in answers.items():
-        nb = nbformat.read(ROOT / "solutions" / "01_computation_graphs.ipynb", as_version=4)
-        next(c for c in nb.cells if c.get("id") == "s01-sol2").source = answer
-        (folder / name).mkdir(parents=True)
-        nbformat.write(nb, folder / name / "01_computation_graphs.ipynb")
-    reports, _, _ = grade_folder(folder, ROOT / "solutions", "--jobs", "2", *(
-        ["--sandbox"] if SANDBOX else ["--no-sandbox", "--trust-submissions"]))
+    reports = grade_answers(tmp_path / "subs", "01_computation_graphs", "s01-sol2", answers)
     for name in answers:
         got = {e["exercise"]: e for e in reports[name]["exercises"]}["01.2"]
         if name == "honest":
@@ -245,20 +237,13 @@ def test_one_loop_per_op_over_a_buffer_scores_at_most_half_of_15_1(tmp_path):
     now measure the compiled function's own memory (writable static data, stack frame): the
     buffer, static or on the stack, scores <= half; a fused loop unrolled by four (with its
     remainder loop) and one that keeps the values in a small local array per element keep 6/6."""
-    from test_grading_attacks import SANDBOX, grade_folder
+    from test_grading_attacks import grade_answers
 
     attack = ATTACK_151.read_text()
     answers = {"buffer": attack, "stack-buffer": attack.replace("static {T} v[", "{T} v["),
                "unrolled": UNROLLED, "local-array": LOCAL_ARRAY}
     assert answers["stack-buffer"] != attack
-    folder = tmp_path / "subs"
-    for name, answer in answers.items():
-        nb = nbformat.read(ROOT / "solutions" / "15_graph_without_python.ipynb", as_version=4)
-        next(c for c in nb.cells if c.get("id") == "s15-sol").source = answer
-        (folder / name).mkdir(parents=True)
-        nbformat.write(nb, folder / name / "15_graph_without_python.ipynb")
-    reports, _, _ = grade_folder(folder, ROOT / "solutions", "--jobs", "2", *(
-        ["--sandbox"] if SANDBOX else ["--no-sandbox", "--trust-submissions"]))
+    reports = grade_answers(tmp_path / "subs", "15_graph_without_python", "s15-sol", answers)
     for name in answers:
         got = {e["exercise"]: e for e in reports[name]["exercises"]}["15.1"]
         if name in ("unrolled", "local-array"):
