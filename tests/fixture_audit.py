@@ -25,18 +25,30 @@ def audited(stem: str, chosen: dict[str, list[str]],
     return {(r.exercise, r.variant.name): r for r in results}
 
 
+def full_marks(found: dict[tuple[str, str], audit.VariantResult],
+               *keys: tuple[str, str]) -> None:
+    """Each of these variants (exercise, variant name) of ``audited`` earns full marks."""
+    for key in keys:
+        result = found[key]
+        assert result.points == result.possible, audit.format_results([result], True)
+
+
+def held_by_the_checks(found: dict[tuple[str, str], audit.VariantResult],
+                       *keys: tuple[str, str]) -> None:
+    """The checks that pass each of these variants are worth at most half its points, whatever
+    the static judge says (its cap is not counted)."""
+    for key in keys:
+        result = found[key]
+        passed = sum(c.points for c in result.checks if c.outcome == "passed")
+        assert passed <= result.possible / 2, audit.format_results([result], True)
+
+
 def assert_the_checks_hold(stem: str, shortcuts: dict[str, list[str]],
                            unusual: dict[str, list[str]], tmp_path: Path) -> None:
     """Audit ``stem`` with these fixtures: the solution and each unusual answer earn full
     marks; the checks that pass a shortcut are worth at most half, whatever the static judge
     says."""
     found = audited(stem, {ex: shortcuts[ex] + unusual.get(ex, []) for ex in shortcuts}, tmp_path)
-    for exercise, names in unusual.items():
-        for name in ("solution", *names):
-            result = found[exercise, name]
-            assert result.points == result.possible, audit.format_results([result], True)
-    for exercise, names in shortcuts.items():
-        for name in names:
-            result = found[exercise, name]
-            passed = sum(c.points for c in result.checks if c.outcome == "passed")
-            assert passed <= result.possible / 2, audit.format_results([result], True)
+    full_marks(found, *((ex, name) for ex, names in unusual.items()
+                        for name in ("solution", *names)))
+    held_by_the_checks(found, *((ex, name) for ex, names in shortcuts.items() for name in names))

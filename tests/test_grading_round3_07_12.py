@@ -14,47 +14,17 @@ found (and their relatives), graded by the shortcut audit with those fixtures al
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 
 import nbformat
 import pytest
+from fixture_audit import audited, full_marks, held_by_the_checks
 
 from course_utils.grading import audit
 
 ROOT = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.slow
-
-
-def audited(stem: str, chosen: dict[str, list[str]],
-            folder: Path) -> dict[tuple[str, str], audit.VariantResult]:
-    """The audit of ``solutions/<stem>.ipynb`` with only the named fixtures of each exercise
-    (from tests/fixtures/shortcuts), by (exercise, variant name); the solution's rows included."""
-    for exercise, names in chosen.items():
-        (folder / stem / exercise).mkdir(parents=True)
-        for name in names:
-            shutil.copy(audit.fixtures_root(ROOT) / stem / exercise / f"{name}.py",
-                        folder / stem / exercise)
-    results = audit.audit_notebook(stem, root=ROOT, fixtures=folder, generated=False)
-    return {(r.exercise, r.variant.name): r for r in results}
-
-
-def checks_passed(result: audit.VariantResult) -> float:
-    """The points of the checks that passed, before the static judge's cap."""
-    return sum(c.points for c in result.checks if c.outcome == "passed")
-
-
-def full_marks(found: dict, *keys: tuple[str, str]) -> None:
-    for key in keys:
-        assert found[key].points == found[key].possible, audit.format_results([found[key]], True)
-
-
-def held_by_the_checks(found: dict, *keys: tuple[str, str]) -> None:
-    """At most half the points from the checks themselves, whatever the static judge says."""
-    for key in keys:
-        result = found[key]
-        assert checks_passed(result) <= result.possible / 2, audit.format_results([result], True)
 
 
 @pytest.fixture(scope="module")
