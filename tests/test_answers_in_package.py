@@ -208,3 +208,62 @@ def test_the_audits_generated_shortcut_imports_the_courses_answer_and_the_judge_
         "solution", "solution", ones["01.1"]), 4.0, 4.0)
     audit.judge_statically(honest, nb, code, cells)
     assert honest.points == 4.0 and not honest.static
+
+
+def _judged(stem: str, exercise: str, sources: list[str], points: float):
+    """The audit's static cap of ``sources`` in place of the exercise's solution cells."""
+    from course_utils.grading import audit
+
+    lesson = audit.read_lesson(stem, ROOT)
+    result = audit.VariantResult(stem, exercise, audit.Variant(
+        "generated-course-paste", "shortcut", sources, generated=True), points, points)
+    audit.judge_statically(result, lesson.nb, lesson.code, lesson.solution_cells[exercise])
+    return result
+
+
+def test_the_audits_pasted_shortcut_is_the_packages_source_disguised_and_still_answers():
+    """Shortcut (b) pasted (issue 36: 01.4's engine_forward.py copied as text 6/6, 03.1's fold.py
+    5/5): the package function's source under the answer's name and parameters, its locals
+    renamed, docstrings and comments gone, the helpers that answer the exercise pasted too and
+    what else it needs imported; it computes what the package function computes."""
+    import inspect
+
+    from course_utils import bench
+
+    tens = _solution_sources("10_performance")
+    (paste,), described = aip.course_paste_answer(tens["10.1"], "10.1", SRC)
+    assert described.endswith("pasted as text (locals renamed, docstrings and comments "
+                              "dropped): course_utils.bench._calls_to_repay")
+    assert paste.startswith("import math\ndef break_even_calls(first, graph, eager):")
+    course = inspect.getsource(bench._calls_to_repay)
+    assert "saved_per_call" in course and "saved_per_call" not in paste  # a local renamed
+    assert '"""' not in paste.split("### END SOLUTION")[0] and "# 1e-9" not in paste
+    namespace: dict = {"print": lambda *args: None}
+    exec(compile(paste, "<paste>", "exec"), namespace)  # noqa: S102 (the package's own code)
+    for args in [(68.5e-3, 499e-6, 4.96e-3), (1.0, 2.0, 3.0), (5.0, 1.0, 1.0), (0.5, 0.1, 0.2)]:
+        assert namespace["break_even_calls"](*args) == bench._calls_to_repay(*args), args
+    ones, threes = _solution_sources("01_computation_graphs"), \
+        _solution_sources("03_graph_optimization")
+    (forward,), _ = aip.course_paste_answer(ones["01.4"], "01.4", SRC)
+    assert "def mul_jvp(" in forward and "JVP['mul'] = mul_jvp" in forward
+    assert "def jvp(outputs, feed, tangents, rules=None):" in forward
+    assert "from course_utils.engine import topo_order" in forward  # what it needs, imported
+    (fold,), described = aip.course_paste_answer(threes["03.1"], "03.1", SRC)
+    assert "def _try_fold(" in fold and "def my_fold_constants(graph):" in fold
+    assert described.endswith("fold.fold_constants, course_utils.minigraph.passes.fold._try_fold")
+    assert aip.course_paste_answer(ones["01.1"], "00.1", SRC) is None  # no answer in the package
+
+
+@pytest.mark.parametrize(("stem", "exercise", "points", "copied"), [
+    ("01_computation_graphs", "01.1", 4, "course_utils.engine.topo_order"),
+    ("01_computation_graphs", "01.4", 6, "course_utils.engine_forward.jvp"),
+    ("03_graph_optimization", "03.1", 5, "course_utils.minigraph.passes.fold._try_fold"),
+    # bench._calls_to_repay is 47 tokens in five statements, under copies.MIN_TOKENS: the copy
+    # judge let the whole function pasted through (the audit's generated-course-paste 4/4)
+    ("10_performance", "10.1", 4, "course_utils.bench._calls_to_repay")])
+def test_the_pasted_package_answer_is_judged_a_copy(stem, exercise, points, copied):
+    (sources, _) = aip.course_paste_answer(_solution_sources(stem)[exercise], exercise, SRC)
+    result = _judged(stem, exercise, sources, points)
+    assert result.points == points / 2 and f"copy:{copied}" in result.static, result.static
+    honest = _judged(stem, exercise, _solution_sources(stem)[exercise], points)
+    assert honest.points == points and not honest.static

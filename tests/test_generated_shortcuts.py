@@ -160,3 +160,67 @@ def test_the_complex_step_replaces_a_table_of_derivative_rules():
 def test_sources_that_do_not_parse_make_no_shortcut(source):
     assert shortcuts.mechanism_sources([source]) is None
     assert shortcuts.callables([source])[0] == []
+
+
+# --- (c) every forbidden route, one added statement each (judged from the source alone) ------
+
+ROUTES = ["graphlib", "torch.autograd.grad", "course_utils.minigraph.Tensor.backward", ".grad_fn",
+          "numpy.complex*", "torch.ops.aten.silu*", "builtins.complex",
+          "literal:complex", "numpy.complex_dtype", "course_utils.engine.topo_order",
+          "tf_keras.optimizers"]
+
+
+def test_each_route_is_spelled_as_a_learner_would_and_the_static_judge_reads_it():
+    """Every kind of route (a module, a name in a module, a class's method, an attribute of
+    any object, a shell pattern, a builtin, the complex pseudo-routes, a library that is not
+    installed) gets one added statement inside the answer's function, and the source of each
+    variant reaches that route as the grader reads it."""
+    from course_utils.grading.notebook import static
+
+    answer = ('def order(nodes):\n    """Inputs first."""\n    ### BEGIN SOLUTION\n'
+              '    return list(nodes)\n    ### END SOLUTION\n')
+    made, unspelled = shortcuts.route_variants([answer], [*ROUTES, "forged:__module__"])
+    assert unspelled == ["forged:__module__"]
+    assert sorted(route for route, _, _ in made) == sorted(ROUTES)
+    spelled = {route: statement for route, _, statement in made}
+    assert spelled["graphlib"] == "import graphlib; _route = graphlib"
+    assert spelled["torch.autograd.grad"] == "from torch.autograd import grad; _route = grad"
+    assert spelled[".grad_fn"] == "_route = nodes.grad_fn"  # the answer's own parameter
+    assert spelled["numpy.complex*"].startswith("from numpy import complex")  # a real member
+    assert spelled["torch.ops.aten.silu*"] == "from torch import ops; _route = ops.aten.silu"
+    for route, sources, statement in made:
+        (source,) = sources
+        lines = source.splitlines()  # in the function's body, in the solution region
+        at = lines.index("    return list(nodes)")
+        assert lines[at - len(statement.split("; ")):at] == [
+            "    " + line for line in statement.split("; ")], route
+        reached = {f.what for f in static.analyse(source).reached}
+        assert any(static.matches(what, route) for what in reached), (route, reached)
+    # Without a function, at the top of the answer's first cell.
+    ((_, (top, second), _),) = shortcuts.route_variants(["x = 1\n", "y = 2\n"], ["graphlib"])[0]
+    assert top.splitlines() == ["import graphlib", "_route = graphlib", "x = 1"]
+    assert second == "y = 2\n"
+
+
+def test_the_forbidden_routes_of_01_1_are_each_held_to_half_from_the_source_alone():
+    """The audit's shortcut (c) on a real exercise: every route of 01.1 (graphlib, networkx,
+    the profilers, threads, the frameworks, the course's own engine) added to the solution is
+    capped by the static judge, without a kernel."""
+    from pathlib import Path
+
+    from course_utils.grading import audit
+
+    root = Path(__file__).resolve().parents[1]
+    lesson = audit.read_lesson("01_computation_graphs", root)
+    notes: list[str] = []
+    results = audit.static_routes(lesson, "01.1", notes)
+    names = {r.variant.name for r in results}
+    assert {"generated-static-route-graphlib", "generated-static-route-torch",
+            "generated-static-route-course_utils.engine.topo_order"} <= names
+    assert len(results) >= 30 and all(r.variant.static_only for r in results)
+    missed = [(r.variant.name, r.variant.description) for r in results if not r.ok]
+    assert not missed
+    assert all(r.points == r.possible / 2 and r.static.startswith("static: ") for r in results)
+    text = audit.format_results(results, notes={"01_computation_graphs 01.1": notes})
+    assert f"generated-static-route: {len(results)} forbidden routes" in text
+    assert "each held to half" in text and "WRONG" not in text

@@ -212,3 +212,55 @@ def test_the_lookup_is_recorded_with_the_learners_seed_and_graded_with_the_audit
     assert [(r.points, r.ok) for r in lookup] == [(0, True)], audit.format_results(results)
     assert "triple (1 argument lists of 1 calls)" in lookup[0].variant.description
     assert all(r.ok for r in results), audit.format_results(results)
+
+
+def test_the_audit_pastes_the_packages_answer_and_judges_each_route_from_the_source(
+        tmp_path, monkeypatch):
+    """The tiny course with a package that answers 99.1 and routes 99.1 forbids: the audit runs
+    the package's answer pasted into the answer cell (generated-course-paste), judges one
+    variant per route from its source without running it, reports a route the judge does not
+    see (here one whose statement is made to reach nothing) as wrong, and says per exercise
+    what it tried and why not the rest."""
+    import shutil
+
+    from course_utils.grading import routes, shortcuts
+
+    shutil.copytree(ROOT / "tests" / "fixtures" / "grading" / "solutions", tmp_path / "solutions")
+    (tmp_path / "pyproject.toml").write_text("")
+    package = tmp_path / "src" / "course_utils"
+    package.mkdir(parents=True)
+    (package / "toy.py").write_text(
+        'import numpy as np\n\n\ndef twice(values):\n    """The package\'s answer."""\n'
+        "    ### BEGIN SOLUTION 99.1\n    arr = np.asarray(values)  # once\n    return arr + arr\n"
+        "    ### END SOLUTION\n")
+    monkeypatch.setitem(routes.FORBIDDEN, "99.1", ("graphlib", "torch.autograd.grad",
+                                                   ".grad_fn", routes.COMPLEX_LITERAL,
+                                                   "computed:torch"))
+    spelled = shortcuts.route_statement
+    monkeypatch.setattr(shortcuts, "route_statement", lambda route, obj="object()": (
+        (["_route = 0"], route) if route == "graphlib" else spelled(route, obj)))
+    notes: dict[str, list[str]] = {}
+    results = audit.audit_notebook("99_fixture", root=tmp_path, timeout=20, notes=notes)
+    rows = {(r.exercise, r.variant.name): r for r in results}
+    paste = rows["99.1", "generated-course-paste"]
+    assert paste.variant.description.endswith("course_utils.toy.twice")
+    assert paste.variant.sources[0].splitlines()[:3] == [
+        "def double(x):", "    v1 = np.asarray(x)", "    return v1 + v1"]
+    # It answers as the package does; the grader's copy judge reads its own package, not toy.
+    assert paste.points == 2
+    judged = {name.removeprefix("generated-static-route-"): r for (ex, name), r in rows.items()
+              if r.variant.static_only}
+    assert sorted(judged) == [".grad_fn", "graphlib", "literal:complex", "torch.autograd.grad"]
+    assert all(r.exercise == "99.1" and r.checks == [] for r in judged.values())
+    assert [k for k, r in judged.items() if not r.ok] == ["graphlib"]
+    assert judged["graphlib"].why.startswith("the static judge does not see graphlib")
+    assert judged["torch.autograd.grad"].points == 1  # half of 2, capped from the source
+    text = audit.format_results(results, notes=notes)
+    assert ("generated-static-route: 4 forbidden routes, one added statement each, judged from "
+            "the source (not run): MISSED 1: graphlib") in text
+    assert "not made, static routes: no statement spells computed:torch" in text
+    assert "not made, course-paste: the package answers no part of it" in text  # 99.2
+    assert "not made, static routes: the exercise forbids no route of its own" in text
+    table = text.split("\n\n")[0]
+    assert "generated-static-route-graphlib" in table  # the wrong one is a row
+    assert "generated-static-route-.grad_fn" not in table  # the right ones summed up

@@ -36,10 +36,12 @@ def f(x):
 from __future__ import annotations
 
 import ast
+import builtins
 import io
 import re
+import textwrap
 import tokenize
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -395,6 +397,294 @@ def course_import_answer(sources: list[str], exercise: str,
     return out, "the course's own implementation imported: " + ", ".join(dict.fromkeys(used))
 
 
-__all__ = ["course_import_answer", "Answer", "scan", "scan_text", "table", "strip",
-           "strip_package", "message",
+# --- shortcut (b), pasted: the course's implementation copied as text into the answer ---------
+
+
+@dataclass
+class _Module:
+    """A package module as the paste reads it: its top-level definitions and imports."""
+
+    name: str  # course_utils.engine
+    text: str
+    defs: dict[str, ast.stmt]  # top-level def, class or assignment by the name it binds
+    imports: dict[str, str]  # a name its imports bind -> that import, absolute
+
+
+def _module(src: Path | None, module: str) -> _Module | None:
+    path = package_folder(src).parent / Path(*module.split("."))
+    init = path.is_dir()
+    path = path / "__init__.py" if init else path.with_suffix(".py")
+    if not path.is_file():
+        return None
+    text = path.read_text(encoding="utf-8")
+    package = module if init else module.rpartition(".")[0]
+    found = _Module(module, text, {}, {})
+    for node in ast.parse(text).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found.defs[node.name] = node
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                if isinstance(target, ast.Name):
+                    found.defs[target.id] = node
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                found.imports[a.asname or a.name.split(".")[0]] = (
+                    f"import {a.name}" + (f" as {a.asname}" if a.asname else ""))
+        elif isinstance(node, ast.ImportFrom) and node.module != "__future__":
+            base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1]) \
+                if node.level else ""
+            origin = ".".join(p for p in (base, node.module or "") if p)
+            for a in node.names:
+                found.imports[a.asname or a.name] = (
+                    f"from {origin} import {a.name}" + (f" as {a.asname}" if a.asname else ""))
+    return found
+
+
+def _bound_names(fn: ast.AST) -> set[str]:
+    """The names a function binds inside (parameters, assignments, loops, nested functions,
+    imports), not those it declares ``global`` or ``nonlocal``."""
+    bound, declared = set(), set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            bound.add(node.id)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
+                and node is not fn:
+            bound.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound |= {a.asname or a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            declared |= set(node.names)
+    return bound - declared
+
+
+class _Disguised(ast.NodeTransformer):
+    """What a learner does to pasted code: locals renamed, docstrings and annotations
+    dropped (comments go with ``ast.unparse``)."""
+
+    def __init__(self, renamed: dict[str, str]) -> None:
+        self.renamed = renamed
+
+    def visit_Name(self, node: ast.Name) -> ast.Name:  # noqa: N802 (ast's visitor names)
+        node.id = self.renamed.get(node.id, node.id)
+        return node
+
+    def visit_arg(self, node: ast.arg) -> ast.arg:  # noqa: N802
+        node.arg, node.annotation = self.renamed.get(node.arg, node.arg), None
+        return node
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.FunctionDef:  # noqa: N802
+        node.returns = None
+        node.name = self.renamed.get(node.name, node.name)
+        if len(node.body) > 1 and isinstance(node.body[0], ast.Expr) and \
+                isinstance(node.body[0].value, ast.Constant) and \
+                isinstance(node.body[0].value.value, str):
+            node.body = node.body[1:]
+        self.generic_visit(node)
+        return node
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.AST:  # noqa: N802
+        self.generic_visit(node)
+        if node.value is None:
+            return ast.Pass()
+        return ast.Assign([node.target], node.value, lineno=node.lineno)
+
+
+def _pasted(module: _Module, node: ast.AST, name: str | None = None,
+            params: Sequence[str] = ()) -> ast.AST:
+    """A package function (or a rule table's lambda), read from its file
+    (``ast.get_source_segment``), disguised: renamed to ``name``, its first positional
+    parameters to ``params``, its other locals to ``v1, v2, ...`` (parameters with a default or
+    keyword-only keep their names: a caller may pass them by name)."""
+    text = ast.get_source_segment(module.text, node) or ""
+    tree = ast.parse(textwrap.dedent(text)).body[0]
+    fn = tree.value if isinstance(tree, ast.Expr) else tree
+    everything = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)} | {
+        a.arg for a in ast.walk(fn) if isinstance(a, ast.arg)}
+    args = fn.args
+    positional = [a.arg for a in (*args.posonlyargs, *args.args)]
+    keep = {a.arg for a in args.kwonlyargs} | set(positional[len(positional)
+                                                             - len(args.defaults):])
+    renamed = dict(zip(positional, params, strict=False))  # the answer's first ones
+    fresh = (f"v{k}" for k in range(1, 10_000) if f"v{k}" not in everything | set(params))
+    for local in sorted(_bound_names(fn) - keep - set(renamed)):
+        renamed[local] = next(fresh)
+    if name is not None and isinstance(fn, ast.FunctionDef):
+        renamed[fn.name] = name
+    return ast.fix_missing_locations(_Disguised(renamed).visit(fn))
+
+
+def _free(fn: ast.AST) -> list[str]:
+    bound = _bound_names(fn)
+    return list(dict.fromkeys(n.id for n in ast.walk(fn) if isinstance(n, ast.Name)
+                              and isinstance(n.ctx, ast.Load) and n.id not in bound))
+
+
+class _Paster:
+    """What :func:`course_paste_answer` pastes into one exercise's answer: the package's
+    modules read once, the functions pasted and the imports written so far (each once)."""
+
+    def __init__(self, src: Path | None, paths: list[str], regions: set[str],
+                 answer_names: set[str]) -> None:
+        self.src, self.paths, self.regions = src, paths, regions
+        self.answer_names = answer_names  # names the answer's cells use: the notebook's
+        self.modules: dict[str, _Module | None] = {}
+        self.pasted: set[str] = set()  # package functions pasted so far (dotted)
+        self.imported: set[str] = set()
+        self.used: list[str] = []
+        self.by_name: dict[str, str] = {}
+        for dotted in sorted(paths, key=lambda d: d not in regions):
+            self.by_name.setdefault(dotted.rpartition(".")[2], dotted)
+
+    def read(self, dotted: str) -> tuple[_Module, ast.stmt] | None:
+        module, _, name = dotted.rpartition(".")
+        if module not in self.modules:
+            self.modules[module] = _module(self.src, module)
+        found = self.modules[module]
+        node = found.defs.get(name) if found else None
+        return (found, node) if found and node is not None else None
+
+    def positional(self, dotted: str) -> int | None:
+        found = self.read(dotted)
+        if found and isinstance(found[1], ast.FunctionDef):
+            return len(_positional(found[1].args))
+        return None
+
+    def paste(self, dotted: str, module: _Module, node: ast.AST, name: str | None = None,
+              params: Sequence[str] = ()) -> list[str]:
+        """The lines of ``node`` pasted (:func:`_pasted`), its helpers first."""
+        self.pasted.add(dotted)
+        self.used.append(dotted)
+        fn = _pasted(module, node, name, params)
+        return [*self.helpers(module, fn), ast.unparse(fn)]
+
+    def helpers(self, module: _Module, fn: ast.AST) -> list[str]:
+        """What pasted code needs: the exercise's answers it calls pasted, other names of its
+        module imported as the module imports them (not those the answer's cells use)."""
+        lines = []
+        for name in _free(fn):
+            if name in self.answer_names or hasattr(builtins, name):
+                continue
+            dotted, node = f"{module.name}.{name}", module.defs.get(name)
+            if dotted in self.paths and isinstance(node, ast.FunctionDef):
+                if dotted not in self.pasted:
+                    lines += [*self.paste(dotted, module, node), ""]
+            elif name in module.imports or node is not None:
+                line = module.imports.get(name, f"from {module.name} import {name}")
+                if line not in self.imported:
+                    self.imported.add(line)
+                    lines.append(line)
+        return lines
+
+    def function(self, node: ast.FunctionDef, source: str, functions: list[ast.FunctionDef]
+                 ) -> list[str]:
+        """The answer's function ``node`` pasted over (or left, with what it calls pasted)."""
+        mine = _positional(node.args)
+        dotted = self.by_name.get(node.name.removeprefix("my_"))
+        if (dotted is None or self.positional(dotted) is None) and len(functions) == 1:
+            dotted = next((d for d in sorted(self.paths, key=lambda d: (d not in self.regions, d))
+                           if self.positional(d) == len(mine)), None)
+        found = self.read(dotted) if dotted and dotted not in self.pasted else None
+        if found and isinstance(found[1], ast.FunctionDef):
+            theirs = _positional(found[1].args)
+            new = self.paste(dotted, found[0], found[1], node.name, mine[:len(theirs)])
+            if len(theirs) < len(mine) and not found[1].args.vararg:
+                # the package function takes fewer: the answer's extra parameters, unused
+                fn = ast.parse(new[-1]).body[0]
+                fn.args.args += [ast.arg(p) for p in mine[len(theirs):]]
+                if fn.args.defaults:
+                    fn.args.defaults += [ast.Constant(None)] * (len(mine) - len(theirs))
+                new[-1] = ast.unparse(fn)
+            return new
+        own = {f.name for f in functions}
+        new = []
+        for name in sorted({c.id for c in ast.walk(node) if isinstance(c, ast.Name)
+                            and c.id in self.by_name and c.id not in own}):
+            found = self.read(self.by_name[name])
+            if found and isinstance(found[1], ast.FunctionDef) \
+                    and self.by_name[name] not in self.pasted:
+                new += [*self.paste(self.by_name[name], found[0], found[1]), ""]
+        return [*new, ast.get_source_segment(source, node) or ""] if new else []
+
+    def entry(self, node: ast.Assign) -> list[str]:
+        """``T[key] = ...`` as the package's table ``T`` has it: its function pasted."""
+        target = node.targets[0]
+        assert isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
+        name, key = target.value.id, getattr(target.slice, "value", None)
+        found = self.read(self.by_name[name])
+        value = found[1].value if found and isinstance(
+            found[1], (ast.Assign, ast.AnnAssign)) else None
+        entry = next((v for k, v in zip(value.keys, value.values, strict=True)
+                      if isinstance(k, ast.Constant) and k.value == key), None) \
+            if isinstance(value, ast.Dict) else None
+        rule = found[0].defs.get(entry.id) if isinstance(entry, ast.Name) else None
+        if not (isinstance(rule, ast.FunctionDef) or isinstance(entry, ast.Lambda)):
+            return []
+        self.used.append(f"{self.by_name[name]}[{key!r}]")
+        fn = _pasted(found[0], rule if isinstance(rule, ast.FunctionDef) else entry)
+        if isinstance(fn, ast.Lambda):
+            return [*self.helpers(found[0], fn), f"{name}[{key!r}] = {ast.unparse(fn)}"]
+        return [*self.helpers(found[0], fn), ast.unparse(fn), f"{name}[{key!r}] = {fn.name}"]
+
+
+def course_paste_answer(sources: list[str], exercise: str,
+                        src: Path | None = None) -> tuple[list[str], str] | None:
+    """Exercise ``exercise``'s solution cells (``sources``) with the course's own
+    implementation *pasted as text* (the issue's 01.4 ``engine_forward.py`` and 03.1 ``fold.py``
+    copied into an answer), or None where no paste fits. Returns (the new sources, what was
+    pasted).
+
+    Each function of the answer that :func:`course_import_answer` would make call a package
+    function of :func:`table` (named alike, ``my_`` dropped; the answer's only function and a
+    package function with as many positional parameters, the marked regions first) becomes that
+    function's source, read from its file, renamed to the answer's name with the answer's
+    parameters, its other locals renamed and its docstring, comments and annotations dropped
+    (:func:`_pasted`); ``T[key] = ...`` becomes the package table's entry for ``key`` (its
+    function pasted, then ``T[key] = name``); a package function the answer calls is pasted
+    under its own name. The package functions a pasted one calls that answer the exercise are
+    pasted too; every other name it needs and the answer's cells do not use is imported as its
+    module imports it."""
+    paths = table(src).get(exercise, [])
+    if not paths:
+        return None
+    try:
+        trees = [ast.parse(source) for source in sources]
+    except SyntaxError:
+        return None
+    functions = [n for t in trees for n in t.body if isinstance(n, ast.FunctionDef)]
+    paster = _Paster(src, paths, {f"{a.module}.{a.function}" for a in scan(src)
+                                  if exercise in a.exercises},
+                     {n.id for t in trees for n in ast.walk(t) if isinstance(n, ast.Name)}
+                     | {f.name for f in functions})
+    out = []
+    for source, tree in zip(sources, trees, strict=True):
+        lines = source.splitlines()
+        edits: list[tuple[int, int, list[str]]] = []
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef):
+                new = paster.function(node, source, functions)
+                first = node.lineno - len(node.decorator_list)
+            elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(
+                    node.targets[0], ast.Subscript) and isinstance(
+                    node.targets[0].value, ast.Name) and node.targets[0].value.id in \
+                    paster.by_name and isinstance(node.targets[0].slice, ast.Constant):
+                new, first = paster.entry(node), node.lineno
+            else:
+                continue
+            if new:
+                edits.append((first, node.end_lineno, new))
+        for first, last, new in sorted(edits, reverse=True):
+            lines[first - 1:last] = "\n".join(new).splitlines()
+        out.append("\n".join(lines))
+    if not paster.used:
+        return None
+    return out, ("the course's own implementation pasted as text (locals renamed, docstrings "
+                 "and comments dropped): " + ", ".join(dict.fromkeys(paster.used)))
+
+
+__all__ = ["course_import_answer", "course_paste_answer", "Answer", "scan", "scan_text", "table",
+           "strip", "strip_package", "message",
            "KEPT_PREFIX"]

@@ -27,6 +27,10 @@ own implementation imported):
   ``networkx`` for an answer function whose exercise forbids them, and the complex step for a
   table of derivative rules (``VJP[op]``/``JVP[op]`` lambdas) whose exercise forbids complex
   numbers.
+- **every forbidden route** (:func:`route_variants`): the answer with one added statement that
+  takes one route of the exercise (:func:`route_statement`: ``import m``, ``from m import
+  name``, ``x.attr``, a shell pattern's concrete member, ``1j``), for the audit to judge from
+  its source alone: the static cap does not depend on the checks, so these are never run.
 
 Each function returns ``None`` with nothing to make, else the new solution-cell sources; the
 audit (``audit.py``) runs them like fixtures and prints, per exercise, which it tried and why the
@@ -40,6 +44,7 @@ import base64
 import pickle
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 from course_utils.grading import routes
 
@@ -517,6 +522,130 @@ def route_sources(sources: list[str], forbidden: Iterable[str]
     return out
 
 
+# --- every forbidden route, reached by one added statement (judged from the source alone) ------
+
+#: Pseudo-routes the static judge gives what has no dotted name, each as an answer spells it.
+_PSEUDO = {routes.COMPLEX_LITERAL: ["_route = 1j"],
+           routes.COMPLEX_DTYPE: ["import numpy", '_route = numpy.zeros(1, dtype="complex128")']}
+_WILD = "*?["
+
+
+def _module_part(dotted: str) -> str:
+    """The longest prefix of ``dotted`` that is a module, found on disk without importing it
+    (a framework's import costs seconds): ``torch.autograd.grad`` -> ``torch.autograd``,
+    ``torch.ops.aten.silu`` -> ``torch`` (``ops`` is an attribute). A library that is not
+    installed: its first name."""
+    import importlib.util
+
+    parts = dotted.split(".")
+    try:
+        spec = importlib.util.find_spec(parts[0])
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        return parts[0]
+    found, folders = parts[0], list(spec.submodule_search_locations)
+    for k, name in enumerate(parts[1:], start=2):
+        here = [f for folder in folders for f in (Path(folder) / name, Path(folder))]
+        package = [f for f in here[::2] if (f / "__init__.py").is_file()]
+        module = any(m.name.split(".")[0] == name and m.suffix in (".py", ".so", ".pyd")
+                     for f in here[1::2] for m in f.glob(f"{name}.*"))
+        if not (package or module):
+            break
+        found, folders = ".".join(parts[:k]), [str(f) for f in package]
+    return found
+
+
+def _concrete(pattern: str) -> str:
+    """A member a shell pattern (``numpy.complex*``) matches: read from the module where the
+    grader has it at hand (already imported, the standard library, numpy), else the pattern
+    with its wildcards dropped (``torch.ops.aten.silu*`` -> ``torch.ops.aten.silu``)."""
+    import fnmatch
+    import importlib
+    import sys
+
+    head = pattern[:min(pattern.find(c) for c in _WILD if c in pattern)]
+    module = head.rpartition(".")[0]
+    if module and (module in sys.modules or module.split(".")[0] in (
+            *sys.stdlib_module_names, "numpy")):
+        try:
+            names = sorted(dir(importlib.import_module(module)), key=lambda n: (len(n), n))
+        except ImportError:
+            names = []
+        member = next((n for n in names if fnmatch.fnmatchcase(f"{module}.{n}", pattern)), None)
+        if member:
+            return f"{module}.{member}"
+    return "".join(c for c in pattern if c not in _WILD + "]")
+
+
+def route_statement(route: str, obj: str = "object()") -> tuple[list[str], str] | None:
+    """The lines an answer adds to take ``route`` (an import and a use, as a learner writes
+    them; ``obj``: an object at hand for an attribute route), and the name reached; None for
+    a route no statement spells (``routes.EVERY``'s forged names and library writes)."""
+    if route in _PSEUDO:
+        return _PSEUDO[route], route
+    if route.startswith("."):
+        return [f"_route = {obj}{route}"], route
+    if ":" in route:
+        return None
+    name = _concrete(route) if any(c in route for c in _WILD) else route
+    if name.startswith("builtins."):
+        return [f"_route = {name.removeprefix('builtins.')}"], name
+    module = _module_part(name)
+    rest = name[len(module):].lstrip(".")
+    if not rest:  # a module: imported, then used
+        return [f"import {module}", f"_route = {module}"], name
+    first, _, more = rest.partition(".")
+    return [f"from {module} import {first}",
+            f"_route = {first}{'.' + more if more else ''}"], name
+
+
+def route_variants(sources: list[str], forbidden: Iterable[str]
+                   ) -> tuple[list[tuple[str, list[str], str]], list[str]]:
+    """For each route in ``forbidden``, the answer with one added statement that takes it, at
+    the start of the first function the answer defines (else the top of its first cell): a
+    list of (route, sources, the statement), and the routes no statement spells."""
+    made, unspelled = [], []
+    trees = []
+    for source in sources:
+        try:
+            trees.append(ast.parse(source))
+        except SyntaxError:
+            return [], list(forbidden)
+    where = next(((k, node) for k, tree in enumerate(trees) for node in tree.body
+                  if isinstance(node, ast.FunctionDef)), None)
+    for route in sorted(set(forbidden)):
+        obj = "object()"
+        if where is not None:
+            args = where[1].args
+            params = [a.arg for a in (*args.posonlyargs, *args.args)]
+            obj = params[0] if params else obj
+        spelled = route_statement(route, obj)
+        if spelled is None:
+            unspelled.append(route)
+            continue
+        lines, _ = spelled
+        changed = list(sources)
+        if where is None:
+            changed[0] = "\n".join([*lines, sources[0]])
+        else:
+            k, fn = where
+            body = fn.body[1:] if _docstring(fn) and len(fn.body) > 1 else fn.body
+            at = body[0].lineno - 1
+            text = sources[k].splitlines()
+            indent = " " * body[0].col_offset
+            text[at:at] = [indent + line for line in lines]
+            changed[k] = "\n".join(text)
+        made.append((route, changed, "; ".join(lines)))
+    return made, unspelled
+
+
+def _docstring(fn: ast.FunctionDef) -> bool:
+    first = fn.body[0]
+    return isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
+        and isinstance(first.value.value, str)
+
+
 __all__ = ["KEY_SOURCE", "RECORDER", "MECHANISMS", "callables", "recording_sources",
            "decode_tables", "lookup_sources", "mechanism_sources", "route_sources",
-           ]
+           "route_statement", "route_variants"]

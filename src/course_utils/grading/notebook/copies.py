@@ -17,7 +17,11 @@ or splitting the code into other functions leaves the shared windows and stateme
 A package function counts as copied when the windows and statements the answer shares cover
 :data:`MIN_TOKENS` of its tokens or more (about six lines of code: an honest answer may share
 a short piece, a loop header, a three-line rule) and at least :data:`MIN_SHARE` of it, or
-:data:`ALWAYS_TOKENS` however long it is.
+:data:`ALWAYS_TOKENS` however long it is. A function shorter than :data:`MIN_TOKENS` with
+:data:`SHORT_STATEMENTS` simple statements or more counts when the answer holds
+:data:`ALIKE_SHARE` of it (the audit's pasted ``bench._calls_to_repay``, 47 tokens in five
+statements, scored 4/4 on 10.1); a rule of one or two statements (01.2's ``add_vjp``,
+minigraph's one-call ``_max_pool2d``) is the formula an honest answer writes too.
 
 >>> course = tokens("def rank(n, c):\\n    t, b, k = 2 ** n, 0, 0\\n    return k")
 >>> renamed = tokens("def mine(m, q):\\n    s, u, j = 2 ** m, 0, 0\\n    return j")
@@ -42,6 +46,8 @@ MIN_TOKENS = 60
 #: ... and this share of it, unless it covers :data:`ALWAYS_TOKENS` (a long function's half).
 MIN_SHARE = 0.6
 ALWAYS_TOKENS = 300
+#: A function shorter than MIN_TOKENS is judged whole from this many simple statements on.
+SHORT_STATEMENTS = 4
 #: Where the canonical solution is written like the course's function: the share a copy covers.
 ALIKE_SHARE = 0.85
 #: What the static judge's finding for a copy is named: ``COPY + dotted name``.
@@ -153,8 +159,11 @@ def covered(answer: Iterable[tuple[str, ...]], course: Sequence[str],
     return sum(hit)
 
 
-def is_copy(n: int, total: int) -> bool:
-    """Whether covering ``n`` tokens of a function of ``total`` tokens is a copy of it."""
+def is_copy(n: int, total: int, statements: int = 0) -> bool:
+    """Whether covering ``n`` tokens of a function of ``total`` tokens (``statements`` simple
+    statements) is a copy of it."""
+    if total < MIN_TOKENS and statements >= SHORT_STATEMENTS:
+        return n >= ALIKE_SHARE * total
     return n >= ALWAYS_TOKENS or (n >= MIN_TOKENS and n >= MIN_SHARE * total)
 
 
@@ -287,7 +296,7 @@ def copies(answer: Sequence[tuple[int, ast.AST]], candidates: Iterable[str],
         if alike(theirs, len(course)):
             copy = n >= ALIKE_SHARE * len(course) and n >= theirs + WINDOW
         else:
-            copy = is_copy(n, len(course))
+            copy = is_copy(n, len(course), len(spans))
         if copy:
             cell, line = min(mine[w] for w in windows(course, spans) if w in mine)
             found.append(Copy(dotted, n, len(course), cell, line))

@@ -610,7 +610,13 @@ def forbid_literals(checks: Iterable[str], setup: Iterable[str] = ()) -> set[str
     """The string literals in the ``forbid(...)`` calls of some check cells' source, and the
     routes they pass by name: from ``routes`` (``forbid(*ORDERING)``) or a tuple of literals
     the check itself or one of the course's ``setup`` cells assigns (``forbid(*NO_LIBRARY)``,
-    ``forbid(*RUNNERS)``)."""
+    ``forbid(*RUNNERS)``). Read once per canonical notebook (a class's notebooks, the audit's
+    variants share it)."""
+    return set(_forbid_literals(tuple(checks), tuple(setup)))
+
+
+@functools.lru_cache(maxsize=512)
+def _forbid_literals(checks: tuple[str, ...], setup: tuple[str, ...]) -> frozenset[str]:
     found: set[str] = set()
     trees = []
     for source in checks:
@@ -641,7 +647,7 @@ def forbid_literals(checks: Iterable[str], setup: Iterable[str] = ()) -> set[str
                     text = _string(inner)
                     if text is not None:
                         found.add(text)
-    return found
+    return frozenset(found)
 
 
 @functools.lru_cache(maxsize=1)
@@ -677,11 +683,12 @@ class Judgement:
 
 
 def judge(cells: Sequence[Mapping[str, Any]], canonical: Sequence[Mapping[str, Any]], *,
-          stubs: bool = False) -> dict[str, Judgement]:
+          stubs: bool = False, only: Iterable[str] | None = None) -> dict[str, Judgement]:
     """The static judgement of each exercise of a submitted notebook's code ``cells`` (checks
     already restored), against the ``canonical`` notebook's cells. ``stubs``: the canonical
     notebook is the exercises' (a learner's own release, without the solutions; the grader
-    knows which it graded against): the pasted-code judge is then skipped (``_copied``)."""
+    knows which it graded against): the pasted-code judge is then skipped (``_copied``).
+    ``only``: judge these exercises alone (the audit judges one exercise's variant)."""
     from course_utils.grading.format import exercise_id, is_check, is_solution
 
     course = {(str(c.get("id", "")), str(c.get("source", ""))) for c in canonical
@@ -724,7 +731,8 @@ def judge(cells: Sequence[Mapping[str, Any]], canonical: Sequence[Mapping[str, A
         if is_check(cell):
             first_check.setdefault(exercise_id(cell), i)
     out = {}
-    for ex in exercises:
+    wanted = set(exercises if only is None else only)
+    for ex in (e for e in exercises if e in wanted):
         result = Judgement(ex)
         routes_ = forbidden_routes(ex, checks[ex], setup)
         # Code that reaches the grader's machinery changes every check that runs after it.
@@ -815,10 +823,15 @@ def _solution_cells(code: Sequence[Mapping[str, Any]]) -> Iterable[int]:
 
 def _loads(checks: Iterable[str]) -> set[str]:
     """The names an exercise's check cells use (the answer's interface: ``run``, ``VJP``)."""
+    return set(_check_loads(tuple(checks)))
+
+
+@functools.lru_cache(maxsize=512)
+def _check_loads(checks: tuple[str, ...]) -> frozenset[str]:
     loads: set[str] = set()
     for source in checks:
         loads |= analyse(source).loads
-    return loads
+    return frozenset(loads)
 
 
 def _answer_cells(exercise: str, learner: list[tuple[int, str | None, Analysis]],
