@@ -559,3 +559,112 @@ def test_graded_against_the_stubs_an_answer_written_like_the_courses_function_is
 ])
 def test_routes_the_third_attack_review_found(name, exercise, answer, route):
     assert route in {r for _, r in judged(name, exercise, answer).forbidden}
+
+
+MG = "import course_utils.minigraph as mg\n"  # lesson 15's set-up does not import it
+
+
+def _capped_unreadable(name: str, exercise: str, answer: str) -> static.Judgement:
+    """The judgement of an answer the judge cannot read fully: held to half, the message says
+    it hides what it reaches."""
+    found = judged(name, exercise, answer)
+    result = ExerciseResult(exercise, 4, 4, "pass")
+    static.apply([result], {exercise: found}, [f"code cell {i + 1}" for i in range(80)])
+    assert result.points == 2 and "hides what it reaches" in result.message, result
+    return found
+
+
+@pytest.mark.parametrize("name, exercise, answer, route", [
+    # A namespace read with a literal key is an attribute access (fourth attack review: 15.1's
+    # compiler as vars(mg)["compile" "_c"], 6/6; 02.4's mul rule as vars(op)["vj" "p"], 4/4).
+    ("15_graph_without_python", "15.1", MG + 'backend = vars(mg)["compile" "_c"]\n',
+     "course_utils.minigraph.compile_c"),
+    ("15_graph_without_python", "15.1", MG + 'backend = mg.__dict__.get("compile_c")\n',
+     "course_utils.minigraph.compile_c"),
+    ("02_static_graphs", "02.4", 'rule = vars(mg.get_op("mul"))["vj" "p"]\n', ".vjp"),
+    # operator.attrgetter and methodcaller read the attributes they name (fourth attack review:
+    # attrgetter("jvp")(jax) for 13.4's rule, attrgetter("compile_c")(mg) for 15.1, 6/6 each).
+    ("13_jax", "13.4", 'import operator\n_d = operator.attrgetter("jvp")(jax)\n', "jax.jvp"),
+    ("13_jax", "13.4", 'from operator import attrgetter\nget = attrgetter("jvp")\nd = get(jax)\n',
+     "jax.jvp"),
+    ("15_graph_without_python", "15.1",
+     MG + 'import operator\nimport course_utils\n'
+     'backend = operator.attrgetter("minigraph.compile_c")(course_utils)\n',
+     "course_utils.minigraph.compile_c"),
+    ("15_graph_without_python", "15.1",
+     MG + 'import operator\nadd, backend = operator.attrgetter("add", "compile_c")(mg)\n',
+     "course_utils.minigraph.compile_c"),
+    ("15_graph_without_python", "15.1",
+     MG + 'import operator\ncompiled = operator.methodcaller("compile_c", None)(mg)\n',
+     "course_utils.minigraph.compile_c"),
+    ("15_graph_without_python", "15.1",
+     MG + 'import inspect\nbackend = inspect.getattr_static(mg, "compile_c")\n',
+     "course_utils.minigraph.compile_c"),
+    # A re-export of the course's package is the object at its home (fourth attack review:
+    # minigraph.onnx's import of session.prune for 03.2, 4/4).
+    ("03_graph_optimization", "03.2", "from course_utils.minigraph.onnx import prune\n",
+     "course_utils.minigraph.session"),
+    ("03_graph_optimization", "03.2", "keep = mg.onnx.prune\n", "course_utils.minigraph.session"),
+])
+def test_attributes_read_by_a_literal_name_or_at_their_home_are_routes(name, exercise, answer,
+                                                                        route):
+    assert route in {r for _, r in judged(name, exercise, answer).forbidden}
+
+
+@pytest.mark.parametrize("name, exercise, answer", [
+    # A computed key or attrgetter on a module a route lies under: unreadable.
+    ("15_graph_without_python", "15.1", MG + 'backend = vars(mg)["compile" + SUFFIX]\n'),
+    ("15_graph_without_python", "15.1",
+     MG + "import operator\nbackend = operator.attrgetter(NAME)(mg)\n"),
+    # Reflection on a library's object where a route of the exercise lies (fourth attack review:
+    # dataclasses.astuple(mg.get_op("mul"))[3], the mul rule, for 02.4, 4/4), or on the module.
+    ("02_static_graphs", "02.4", "import dataclasses\n\n\ndef rule(name):\n"
+     "    return dataclasses.astuple(mg.get_op(name))[3]\n"),
+    ("02_static_graphs", "02.4", "import inspect\ntable = dict(inspect.getmembers(mg.Op))\n"),
+    ("02_static_graphs", "02.4", "rules = list(type(mg.tensor([1.0])).__dict__.values())\n"),
+    ("02_static_graphs", "02.4", "fields = vars(mg.ops).items()\n"),
+    ("13_jax", "13.4", "import inspect\nd = dict(inspect.getmembers(jax))['jv' 'p']\n"),
+])
+def test_computed_names_and_reflection_on_a_routes_library_are_unreadable(name, exercise,
+                                                                          answer):
+    """What hands out every attribute of a library's object (or one by a computed name) can
+    reach the exercise's routes unnamed: held to half, as a computed getattr is."""
+    found = _capped_unreadable(name, exercise, answer)
+    assert all(f.what.startswith((static.routes.COMPUTED, static.REFLECTION))
+               for f, _ in found.forbidden[:1]), found
+
+
+@pytest.mark.parametrize("name, exercise, answer", [
+    # The answer's own objects: reflection and computed keys are free.
+    ("02_static_graphs", "02.4", "import dataclasses\n\n\n@dataclasses.dataclass\nclass Cfg:\n"
+     "    a: float = 1.0\n\n\nprint(dataclasses.asdict(Cfg()), vars(Cfg()).items())\n"),
+    ("15_graph_without_python", "15.1", MG + "class Emitter:\n    def __init__(self):\n"
+     "        self.lines = []\n\n    def get(self, key):\n        return self.__dict__[key]\n\n"
+     "    def state(self):\n        return vars(self)['lines'], list(vars(self).values())\n"),
+    # A library where no route of the exercise lies.
+    ("15_graph_without_python", "15.1",
+     MG + "import inspect\nnames = [n for n, _ in inspect.getmembers(np.linalg)]\n"),
+    ("15_graph_without_python", "15.1", MG + "f = vars(np)['float' + '64']\n"),
+    # attrgetter on the answer's own objects, and a literal one on a library outside the routes.
+    ("15_graph_without_python", "15.1",
+     MG + "import operator\nORDER = sorted([(2, 'b')], key=operator.itemgetter(0))\n"
+     "by_name = operator.attrgetter('name')\n"),
+    ("13_jax", "13.4", "import operator\nsquare_root = operator.attrgetter('sqrt')(jnp)\n"),
+    # A re-export that reaches no route, and the same names as an honest answer spells them.
+    ("03_graph_optimization", "03.2", "from course_utils.minigraph.onnx import Graph\n"),
+    ("02_static_graphs", "02.4", "from course_utils.minigraph.ops import Op, register_op\n"),
+])
+def test_reflection_and_readers_that_can_reach_no_route_cost_nothing(name, exercise, answer):
+    assert not judged(name, exercise, answer).forbidden
+
+
+def test_a_re_export_is_matched_at_its_home():
+    """The course's package is imported in the grader (cheap: no framework at import time);
+    the frameworks are not, so their names are matched as spelled."""
+    home = "course_utils.minigraph.session.prune"
+    assert static._home("course_utils.minigraph.onnx.prune") == home
+    home = "course_utils.minigraph.ops.get_op.vjp"  # an attribute of what get_op makes
+    assert static._home("course_utils.minigraph.get_op.vjp") == home
+    assert static._home("course_utils.minigraph.session") is None  # a module at its home
+    assert static._home("torch.nn.functional.silu") is None
+    assert static._home("course_utils.grading.probe.report") is None

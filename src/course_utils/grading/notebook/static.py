@@ -7,8 +7,13 @@ out for each exercise:
 
 - **what the answer reaches**: modules and attributes, as dotted names. ``import torch.autograd
   as ag``, ``from torch import autograd``, ``ag.grad``, ``g = ag; g.grad``,
-  ``getattr(ag, "grad")``, ``__import__("graphlib")``, ``sys.modules["x"]`` and names bound from
-  them are followed; a name the notebook's own set-up cells imported (``mg``, ``init_mlp``) is
+  ``getattr(ag, "grad")``, ``vars(ag)["grad"]``, ``ag.__dict__.get("grad")``,
+  ``operator.attrgetter("grad")(ag)`` (a bound getter too; ``methodcaller`` likewise),
+  ``__import__("graphlib")``, ``sys.modules["x"]`` and names bound from them are followed; a name
+  under the course's own package is also matched at its object's home, so a re-export
+  (``course_utils.minigraph.onnx.prune`` is ``session.prune``) takes the route its home does
+  (``_home``; the frameworks are not imported for this, their routes name what learners spell);
+  a name the notebook's own set-up cells imported (``mg``, ``init_mlp``) is
   resolved the same way; builtins are ``builtins.<name>``; a complex literal (``1j``) and a
   complex dtype given as a string are named ``routes.COMPLEX_LITERAL`` and
   ``routes.COMPLEX_DTYPE``; code that writes into a library's namespace (an attribute of one of
@@ -32,9 +37,11 @@ flagged; one that reaches **a forbidden route** of its exercise (``routes.FORBID
 literals of the ``forbid(...)`` calls in the exercise's canonical checks, the package's own
 answers from ``answers_in_package``) scores at most half its points, with the line named; so
 does code whose reach cannot be read (``routes.UNREADABLE``: a computed import, a module loaded
-from its file, ``exec``/``eval``/``compile``; ``routes.COMPUTED``: a computed ``getattr`` that
-could reach one of the exercise's routes); the other hiding constructs are noted for the
-instructor at no cost.
+from its file, ``exec``/``eval``/``compile``; ``routes.COMPUTED``: a computed ``getattr``,
+namespace key or attrgetter that could reach one of the exercise's routes; ``REFLECTION``:
+``vars(x)``, ``x.__dict__``, ``dataclasses.astuple``/``asdict``, ``inspect.getmembers`` on a
+library's object where a route of the exercise lies, ``_Reader.reflect``); the other hiding
+constructs are noted for the instructor at no cost.
 
 >>> found = analyse("import torch.autograd as ag\\nf = ag\\ndef d(x):\\n    return f.grad(x)\\n")
 >>> sorted({r.what for r in found.reached if r.what.startswith("torch")})
@@ -56,6 +63,10 @@ from typing import Any
 from course_utils.grading import routes
 from course_utils.grading.notebook import copies
 
+#: Reflection on an object (``_Reader.reflect``), as ``REFLECTION + dotted name``: held to half
+#: where a route of the exercise lies under that name or under its route's module
+#: (``_computed_route``).
+REFLECTION = "reflection:"
 #: What only the grader and the kernel's machinery use: an answer that reaches one scores 0.
 MACHINERY = ("course_utils.grading", "sys.modules", "json._default_encoder", "json.encoder",
              "json.scanner", "ipykernel", "IPython.core", "jupyter_client", "zmq",
@@ -78,8 +89,6 @@ HIDING = {"builtins.exec": "exec", "builtins.eval": "eval", "builtins.compile": 
 HIDING_ATTRS = ("f_back", "f_globals", "f_locals", "f_builtins", "tb_frame", "gi_frame",
                 "cr_frame", "ag_frame", "__globals__", "__builtins__", "__subclasses__",
                 "__code__", "__closure__")
-_ATTR_FUNCTIONS = ("getattr", "setattr", "delattr", "hasattr")
-_COMPUTED_FLAGGED = ("getattr", "setattr", "delattr")
 #: The course's functions that return a library's module (``tf = quiet.tensorflow()`` is
 #: ``import tensorflow as tf`` without the start-up log lines): their result is that module.
 MODULE_MAKERS = {"course_utils.quiet.tensorflow": "tensorflow", "course_utils.quiet.torch": "torch"}
@@ -95,6 +104,22 @@ _ATTR_WRITERS = ("builtins.setattr", "builtins.delattr", "builtins.object.__seta
 _WRITES = "\0writes:"
 _COMPLEX_DTYPES = ("complex", "complex64", "complex128", "complex256", "c8", "c16", "c32",
                    "F", "D", "G", "cfloat", "cdouble", "csingle", "clongdouble")
+#: Functions that read one attribute of their first argument by the name given second, as
+#: ``getattr`` does (``inspect.getattr_static(mg, "compile_c")`` is ``mg.compile_c``).
+_GETTERS = ("builtins.getattr", "builtins.hasattr", "inspect.getattr_static",
+            "builtins.object.__getattribute__", "builtins.type.__getattribute__")
+#: ``operator.attrgetter("a", "b.c")`` and ``operator.methodcaller("m")``: objects that read
+#: those attributes of (or call that method of) what they are applied to.
+_ATTRGETTERS = ("operator.attrgetter", "_operator.attrgetter")
+_METHODCALLERS = ("operator.methodcaller", "_operator.methodcaller")
+#: Reflection: functions that hand out every attribute (or field) of their argument without
+#: naming one (``dataclasses.astuple(op)[3]`` is the op's vjp rule), and methods that do the same
+#: for their object (``op.__reduce_ex__(2)``, a named tuple's ``_asdict()``); ``vars(x)`` and
+#: ``x.__dict__`` are reflection too unless read with a literal key (``_Reader.visit_Subscript``).
+_REFLECTORS = ("builtins.vars", "dataclasses.astuple", "dataclasses.asdict", "inspect.getmembers",
+               "inspect.getmembers_static", "attr.asdict", "attr.astuple", "attrs.asdict",
+               "attrs.astuple")
+_REFLECTING_METHODS = ("__reduce__", "__reduce_ex__", "__getstate__", "_asdict")
 
 
 class _Made(str):
@@ -103,6 +128,17 @@ class _Made(str):
     writing to an instance of the answer's, not into the library's namespace."""
 
     __slots__ = ()
+
+
+class _Getter(_Made):
+    """``operator.attrgetter(...)`` or ``operator.methodcaller(...)``: ``names`` are the
+    attributes it reads of what it is applied to (None: a computed one; ``"a.b"`` reads ``a``,
+    then its ``b``); ``calls``: a methodcaller, whose result is the method's."""
+
+    def __new__(cls, maker: str, names: tuple[str | None, ...], calls: bool) -> _Getter:
+        made = super().__new__(cls, maker)
+        made.names, made.calls = names, calls
+        return made
 
 
 @dataclass(frozen=True)
@@ -140,6 +176,8 @@ class _Names(ast.NodeVisitor):
     def __init__(self, env: dict[str, str | None], cell: int, out: Analysis) -> None:
         self.env, self.cell, self.out = env, cell, out
         self.local: set[str] | None = None  # names bound in the function being read
+        #: ``vars(x)``/``x.__dict__`` nodes read with a literal key (an attribute access)
+        self.literal_reads: list[ast.AST] = []
 
     def define(self, name: str, value: str | None) -> None:
         """Bind ``name``: a cell-level name the cell defines, or a local of a function."""
@@ -161,9 +199,22 @@ class _Names(ast.NodeVisitor):
             return _joined(self.resolve(node.value), node.attr)
         if isinstance(node, ast.Call):
             func = self.resolve(node.func)
-            literal = _string(node.args[1]) if len(node.args) > 1 else None
-            if func == "builtins.getattr" and literal is not None:
-                return _joined(self.resolve(node.args[0]), literal)
+            read = self.attribute_read(node, func)
+            if read is not None:  # getattr(x, "a"), vars(x).get("a"), attrgetter("a")(x)
+                obj, names, getter = read
+                if len(names) != 1 or names[0] is None:
+                    return None  # a computed name, or a tuple of attributes
+                dotted = self.resolve(obj)
+                for part in names[0].split(".") if getter is not None else names:
+                    dotted = _joined(dotted, part)
+                return _Made(dotted) if dotted and getter is not None and getter.calls \
+                    else dotted
+            if func in _ATTRGETTERS + _METHODCALLERS:
+                texts = [None if isinstance(a, ast.Starred) else _string(a) for a in node.args]
+                return _Getter(func, tuple(texts if func in _ATTRGETTERS else texts[:1]),
+                               func in _METHODCALLERS)
+            if func == "builtins.type" and len(node.args) == 1:
+                return self.resolve(node.args[0])  # an object's class, named as the object
             if func in ("builtins.__import__", "importlib.import_module") and node.args:
                 name = _string(node.args[0])
                 if name is not None:  # __import__("a.b") is a; import_module("a.b") is a.b
@@ -177,6 +228,38 @@ class _Names(ast.NodeVisitor):
             key = _string(node.slice)
             if base == "sys.modules" and key is not None:
                 return key
+            obj = self.dict_of(node.value)
+            if obj is not None and key is not None:  # vars(mg)["compile_c"] is mg.compile_c
+                return _joined(self.resolve(obj), key)
+        return None
+
+    def dict_of(self, node: ast.AST) -> ast.AST | None:
+        """``x`` when ``node`` is ``vars(x)`` or ``x.__dict__`` (its namespace), else None."""
+        if isinstance(node, ast.Attribute) and node.attr == "__dict__":
+            return node.value
+        if isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords \
+                and self.resolve(node.func) == "builtins.vars":
+            return node.args[0]
+        return None
+
+    def attribute_read(self, node: ast.Call, func: str | None
+                       ) -> tuple[ast.AST, tuple[str | None, ...], _Getter | None] | None:
+        """For a call that reads attributes of an object by name (``getattr(x, n)``,
+        ``inspect.getattr_static``, ``x.__getattribute__(n)``, ``vars(x).get(n)``, an
+        ``operator.attrgetter``/``methodcaller`` applied to ``x``): the object's expression, the
+        names (None: a computed one; dotted for an attrgetter) and the getter, if one; else
+        None."""
+        if func in _GETTERS and len(node.args) > 1:
+            return node.args[0], (_string(node.args[1]),), None
+        if isinstance(func, _Getter) and node.args:
+            return node.args[0], func.names, func
+        if isinstance(node.func, ast.Attribute) and node.args:
+            method, owner = node.func.attr, node.func.value
+            if method == "__getattribute__" and len(node.args) == 1:
+                return owner, (_string(node.args[0]),), None
+            obj = self.dict_of(owner)
+            if obj is not None and method in ("get", "__getitem__"):
+                return obj, (_string(node.args[0]),), None
         return None
 
     def bind(self, target: ast.AST, value: str | None) -> None:
@@ -213,6 +296,49 @@ class _Names(ast.NodeVisitor):
 
     def hide(self, node: ast.AST, what: str) -> None:
         self.out.hiding.append(Finding(self.cell, getattr(node, "lineno", 1), what))
+
+    def read(self, node: ast.AST, obj: ast.AST, name: str | None, how: str, *,
+             dotted: bool = False) -> None:
+        """``obj``'s attribute ``name`` read (``getattr(obj, name)``, ``vars(obj)[name]``, ...;
+        ``dotted``: ``"a.b"`` is ``a``, then its ``b``, as an attrgetter reads it). A literal
+        name is an attribute access; a computed one (None) could be any attribute: held to half
+        where a route of the exercise lies under ``obj`` (``routes.COMPUTED``), and, where
+        ``obj`` is an object a library's call made, as reflection on it (``reflect``). An
+        object's own attributes (``self``, ``cls``) are free."""
+        if name is not None:
+            base = self.resolve(obj)
+            for part in name.split(".") if dotted else [name]:
+                base = _joined(base, part)
+                if base is not None:
+                    self.reach(node, base)
+                self.reach(node, "." + part)
+                if part in HIDING_ATTRS:
+                    self.hide(node, f"the attribute {part}")
+        elif not (isinstance(obj, ast.Name) and obj.id in ("self", "cls")):
+            self.hide(node, f"{how} with a computed name")
+            self.reach(node, routes.COMPUTED + (self.library(obj) or ""))
+            if isinstance(self.resolve(obj), _Made):
+                self.reach(node, REFLECTION + self.resolve(obj))
+
+    def reflect(self, node: ast.AST, obj: ast.AST, how: str) -> None:
+        """Reflection on ``obj``: every attribute (or field) of it handed out without one being
+        named (``dataclasses.astuple(op)``, ``vars(x).values()``, ``inspect.getmembers``).
+
+        What the judge cannot know: which value an attribute holds. A library's object can hold
+        any of that library's functions (a minigraph op record holds its vjp rule), so reflection
+        on a value the judge resolves to a dotted name (a library's module or class, or what
+        calling one made) is ``REFLECTION + name``: held to half where a route of the
+        exercise lies under that name or under the module of one of its routes, or is an
+        attribute of any object (``_computed_route``). A value the judge cannot name (the
+        answer's own objects, or a value it lost track of) is free: the rule holds to half only
+        what it can tie to a route's library, and an honest answer names the attribute of a
+        library's object it uses (``op.vjp`` is read and judged like any other attribute);
+        enumerating every attribute of one is what an answer does to reach one unnamed."""
+        base = self.resolve(obj)
+        if base is None:
+            return
+        self.hide(node, f"every attribute of {base} handed out ({how})")
+        self.reach(node, REFLECTION + base)
 
 
 class _Binder(_Names):
@@ -362,6 +488,8 @@ class _Reader(_Binder):
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if isinstance(node.ctx, ast.Store | ast.Del) and self.library(node.value):
             self.reach(node, routes.LIBRARY_WRITE)  # torch.nn.functional.f = f
+        if node.attr == "__dict__" and not any(n is node for n in self.literal_reads):
+            self.reflect(node, node.value, "__dict__")  # x.__dict__.values()
         dotted = self.resolve(node)
         if dotted is not None:
             self.reach(node, dotted)
@@ -376,6 +504,12 @@ class _Reader(_Binder):
         dotted = self.resolve(node)
         if dotted is not None and self.resolve(node.value) == "sys.modules":
             self.reach(node, dotted)
+        obj = self.dict_of(node.value)
+        if obj is not None:  # vars(x)["a"] is x.a; with a computed key, any attribute of x
+            key = _string(node.slice)
+            if key is not None:
+                self.literal_reads.append(node.value)
+            self.read(node, obj, key, "a namespace read")
         self.generic_visit(node)
 
     def visit_Constant(self, node: ast.Constant) -> None:
@@ -398,20 +532,33 @@ class _Reader(_Binder):
                 k.value for k in node.keywords if k.arg == name]
             if any(map(self.library, given)):
                 self.reach(node, routes.LIBRARY_WRITE)  # def put(m): m.f = f; put(torch)
-        if func is not None and func.rpartition(".")[2] in _ATTR_FUNCTIONS \
+        read = self.attribute_read(node, func)
+        if func is not None and func.rpartition(".")[2] in ("setattr", "delattr") \
                 and func.startswith("builtins.") and len(node.args) > 1:
-            literal = _string(node.args[1])
-            if literal is not None:
-                base = self.resolve(node.args[0])
-                if base is not None:
-                    self.reach(node, f"{base}.{literal}")
-                self.reach(node, "." + literal)
-                if literal in HIDING_ATTRS:
-                    self.hide(node, f"the attribute {literal}")
-            elif func[9:] in _COMPUTED_FLAGGED and not (
-                    isinstance(node.args[0], ast.Name) and node.args[0].id in ("self", "cls")):
-                self.hide(node, f"{func[9:]} with a computed name")
-                self.reach(node, routes.COMPUTED + (self.library(node.args[0]) or ""))
+            read = node.args[0], (_string(node.args[1]),), None
+        if read is not None:
+            how = "operator.attrgetter" if isinstance(func, _Getter) \
+                else (func or "").removeprefix("builtins.") or "__getattribute__"
+            obj, names, getter = read
+            if names[0] is not None and isinstance(node.func, ast.Attribute) \
+                    and self.dict_of(node.func.value) is obj:
+                self.literal_reads.append(node.func.value)  # vars(x).get("a") is x.a
+            for name in names:
+                if name is not None or how != "hasattr":  # hasattr hands out no value
+                    self.read(node, obj, name, how, dotted=getter is not None)
+        if func in _ATTRGETTERS + _METHODCALLERS:  # what it reads of whatever it is applied to
+            getter = self.resolve(node)
+            for name in getter.names if isinstance(getter, _Getter) else ():
+                for part in name.split(".") if name is not None else ():
+                    self.reach(node, "." + part)
+                if name is None:
+                    self.hide(node, f"{func.rpartition('.')[2]} with a computed name")
+                    self.reach(node, routes.COMPUTED)
+        if func in _REFLECTORS and node.args and not (
+                func == "builtins.vars" and any(n is node for n in self.literal_reads)):
+            self.reflect(node, node.args[0], func.rpartition(".")[2])
+        elif attr in _REFLECTING_METHODS:
+            self.reflect(node, node.func.value, attr)
         if func in ("builtins.__import__", "importlib.import_module"):
             target = self.resolve(node)
             if node.args and _string(node.args[0]) is not None and target is not None:
@@ -750,8 +897,7 @@ def judge(cells: Sequence[Mapping[str, Any]], canonical: Sequence[Mapping[str, A
                                              if "." not in h):
                     result.hiding.append(Finding(f.cell, f.line, HIDING.get(
                         f.what, HIDING.get(f.what.split(".")[0], f.what))))
-                route = next((r for r in sorted(routes_) if matches(f.what, r)), None) \
-                    or _computed_route(f.what, routes_)
+                route = _route_of(f.what, routes_)
                 if route is not None:
                     result.forbidden.append((f, route))
         if not stubs:
@@ -764,17 +910,120 @@ def judge(cells: Sequence[Mapping[str, Any]], canonical: Sequence[Mapping[str, A
     return out
 
 
+def _route_of(what: str, routes_: Iterable[str]) -> str | None:
+    """The first route of ``routes_`` a finding's name takes, or None: by the name as spelled
+    or at its object's home (a re-export of the course's package), against each route as
+    written or at its own home (``course_utils.minigraph.gradients`` is defined in
+    ``...autodiff``); a computed name or reflection by ``_computed_route``."""
+    ordered = sorted(routes_)
+    homes = {h: r for r in ordered if "*" not in r and (h := _home(r)) is not None}
+    for name in _spellings(what):
+        route = next((r for r in ordered if matches(name, r)), None) \
+            or next((r for h, r in homes.items() if matches(name, h)), None) \
+            or _computed_route(name, [*ordered, *homes])
+        if route is not None:
+            return homes.get(route, route)
+    return None
+
+
 def _computed_route(what: str, routes_: Iterable[str]) -> str | None:
     """For ``getattr`` with a computed name (``routes.COMPUTED + base``): the first route of the
     exercise it could reach, an attribute of any object or a name under ``base`` (a library's
-    module or class), or None."""
-    if not what.startswith(routes.COMPUTED):
+    module or class), or None. For reflection (``REFLECTION + base``), also a route whose module
+    ``base`` lies under: an object of that module, or one its functions made, may hold it."""
+    if what.startswith(routes.COMPUTED):
+        base, wide = what[len(routes.COMPUTED):], False
+    elif what.startswith(REFLECTION):
+        base, wide = what[len(REFLECTION):], True
+    else:
         return None
-    base = what[len(routes.COMPUTED):]
     for route in sorted(routes_):
+        if ":" in route:  # a pseudo-route (routes.COMPLEX_LITERAL, ...) is no name
+            continue
         if route.startswith(".") or (base and (route == base or route.startswith(base + "."))):
             return route
+        if wide and _under(base, _module_of(route)):
+            return route
     return None
+
+
+def _module_of(route: str) -> str:
+    """The module a route lies in: ``jax.jvp`` -> ``jax``; a top-level one is its own
+    (``sympy``); none in ``builtins``, whose objects (``object()``, a ``dict``) hold none of
+    its functions (``builtins.complex``: only the module itself, ``vars(builtins)``, is held)."""
+    parent = route.rpartition(".")[0]
+    return route if not parent or parent == "builtins" else parent
+
+
+def _under(name: str, module: str) -> bool:
+    """Whether the dotted ``name`` is ``module`` (a shell pattern allowed) or lies under it."""
+    parts = name.split(".")
+    return any(fnmatch.fnmatchcase(".".join(parts[:k]), module) for k in range(1, len(parts) + 1))
+
+
+def _spellings(what: str) -> list[str]:
+    """A finding's name, and the same name at its object's home where the course's package
+    re-exports it (``course_utils.minigraph.onnx.prune`` is ``...session.prune``), prefix
+    (``routes.COMPUTED``, ``REFLECTION``) kept."""
+    prefix = next((p for p in (routes.COMPUTED, REFLECTION) if what.startswith(p)), "")
+    home = _home(what[len(prefix):])
+    return [what] if home is None else [what, prefix + home]
+
+
+_MISSING = object()
+
+
+@functools.lru_cache(maxsize=4096)
+def _home(name: str) -> str | None:
+    """Where the object a dotted name under the course's own package (``course_utils``, safe
+    and cheap to import in the grader: no framework at import time) is defined, when another
+    module re-exports it: a module's ``__name__``, a function's or class's ``__module__`` and
+    ``__qualname__``, other values named in the module they were read from; the rest of the
+    name (an attribute the judge cannot look up, of a value a call made) kept. None when it is
+    the name itself, outside the package, or in the grader's own machinery.
+
+    The libraries the routes name (PyTorch, TensorFlow, JAX) are not imported for this: seconds
+    per grading process, and code of theirs run in the grader; their routes name the paths
+    learners spell (``routes.FRAMEWORKS`` holds whole frameworks where paths multiply)."""
+    import importlib
+    import importlib.util
+    import types
+
+    if not name.startswith("course_utils.") or matches(name, "course_utils.grading"):
+        return None
+    parts = name.split(".")
+    try:
+        obj: Any = importlib.import_module("course_utils")
+    except Exception:
+        return None
+    home, k = "course_utils", 1
+    while k < len(parts):
+        part, found = parts[k], _MISSING
+        if isinstance(obj, types.ModuleType):
+            found = obj.__dict__.get(part, _MISSING)  # no module __getattr__ run
+            sub = f"{obj.__name__}.{part}"
+            if found is _MISSING and part != "__main__" and not matches(
+                    sub, "course_utils.grading"):
+                try:
+                    found = importlib.import_module(sub) if importlib.util.find_spec(sub) \
+                        else _MISSING
+                except Exception:
+                    found = _MISSING
+        elif isinstance(obj, type):
+            found = next((c.__dict__[part] for c in obj.__mro__ if part in c.__dict__), _MISSING)
+        if found is _MISSING:
+            break
+        obj, k = found, k + 1
+        if isinstance(obj, types.ModuleType):
+            home = obj.__name__
+        elif isinstance(getattr(obj, "__module__", None), str) \
+                and isinstance(getattr(obj, "__qualname__", None), str) \
+                and isinstance(obj, type | types.FunctionType):
+            home = f"{obj.__module__}.{obj.__qualname__}"
+        else:
+            home = f"{home}.{part}"
+    home = ".".join([home, *parts[k:]])
+    return None if home == name else home
 
 
 def _templates_and_answers(canonical: Sequence[Mapping[str, Any]]
@@ -893,7 +1142,11 @@ def _shown(name: str) -> str:
     if name == routes.HIDDEN_IMPORT:
         return "an import of a computed name"
     if name.startswith(routes.COMPUTED):
-        return f"getattr with a computed name on {name[len(routes.COMPUTED):] or 'an object'}"
+        return ("an attribute read by a computed name (getattr, vars(...)[key], attrgetter) on "
+                f"{name[len(routes.COMPUTED):] or 'an object'}")
+    if name.startswith(REFLECTION):
+        return (f"reflection on {name[len(REFLECTION):]}, which hands out every attribute "
+                "without naming one: vars, __dict__, dataclasses.astuple/asdict, getmembers")
     if name in routes.UNREADABLE:
         return name.removeprefix("builtins.")
     if name == routes.LIBRARY_WRITE:
@@ -929,12 +1182,12 @@ def apply(results: Sequence[Any], judgements: Mapping[str, Judgement],
             result.notes.append(text)
         elif found.forbidden:
             f, route = found.forbidden[0]
-            text = (f"a shortcut: your answer reaches {_shown(f.what)} (at {_where(f, labels)}), "
+            home = _home(f.what) if not f.what.startswith((routes.COMPUTED, REFLECTION)) else None
+            reached = _shown(f.what) + (f", that is {home}" if home else "")
+            text = (f"a shortcut: your answer reaches {reached} (at {_where(f, labels)}), "
                     f"which exercise {result.exercise} asks you to do without "
                     f"({_shown(route)}): at most half the points")
-            if route in routes.INSTEAD:  # what to use instead, where the route does not say
-                text += f"; instead, {routes.INSTEAD[route]}"
-            if route in routes.UNREADABLE or f.what.startswith(routes.COMPUTED):
+            if route in routes.UNREADABLE or f.what.startswith((routes.COMPUTED, REFLECTION)):
                 text = (f"your answer hides what it reaches ({_shown(f.what)}, at "
                         f"{_where(f, labels)}): the grader cannot read whether it takes a route "
                         f"exercise {result.exercise} asks you to do without, so it scores at most "
