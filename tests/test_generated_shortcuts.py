@@ -167,7 +167,7 @@ def test_sources_that_do_not_parse_make_no_shortcut(source):
 ROUTES = ["graphlib", "torch.autograd.grad", "course_utils.minigraph.Tensor.backward", ".grad_fn",
           "numpy.complex*", "torch.ops.aten.silu*", "builtins.complex",
           "literal:complex", "numpy.complex_dtype", "course_utils.engine.topo_order",
-          "tf_keras.optimizers"]
+          "tf_keras.optimizers", "course_utils.minigraph.*.OPS"]
 
 
 def test_each_route_is_spelled_as_a_learner_would_and_the_static_judge_reads_it():
@@ -188,6 +188,9 @@ def test_each_route_is_spelled_as_a_learner_would_and_the_static_judge_reads_it(
     assert spelled[".grad_fn"] == "_route = nodes.grad_fn"  # the answer's own parameter
     assert spelled["numpy.complex*"].startswith("from numpy import complex")  # a real member
     assert spelled["torch.ops.aten.silu*"] == "from torch import ops; _route = ops.aten.silu"
+    # a wildcard segment: a module of the course's package that holds the name
+    assert spelled["course_utils.minigraph.*.OPS"] == (
+        "from course_utils.minigraph.ops import OPS; _route = OPS")
     for route, sources, statement in made:
         (source,) = sources
         lines = source.splitlines()  # in the function's body, in the solution region

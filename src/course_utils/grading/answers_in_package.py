@@ -595,8 +595,11 @@ class _Paster:
                 # the package function takes fewer: the answer's extra parameters, unused
                 fn = ast.parse(new[-1]).body[0]
                 fn.args.args += [ast.arg(p) for p in mine[len(theirs):]]
-                if fn.args.defaults:
-                    fn.args.defaults += [ast.Constant(None)] * (len(mine) - len(theirs))
+                given = dict(zip(mine[len(mine) - len(node.args.defaults):], node.args.defaults,
+                                 strict=True))  # the answer's own defaults for them
+                if fn.args.defaults or any(p in given for p in mine[len(theirs):]):
+                    fn.args.defaults += [given.get(p, ast.Constant(None))
+                                         for p in mine[len(theirs):]]
                 new[-1] = ast.unparse(fn)
             return new
         own = {f.name for f in functions}

@@ -52,8 +52,9 @@ import types
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-__all__ = ["AtPoint", "AtenOps", "ComplexUse", "ForbiddenCall", "check_predictions", "digest",
-           "forbid", "jaxpr_constants", "jaxpr_primitives", "literal_assignments", "moved_result"]
+__all__ = ["AtPoint", "AtenOps", "ComplexUse", "ForbiddenCall", "at_x", "check_predictions",
+           "digest", "forbid", "jaxpr_constants", "jaxpr_primitives", "literal_assignments",
+           "moved_result", "with_scaled_rules"]
 
 
 class ForbiddenCall(AssertionError):
@@ -295,19 +296,22 @@ def jaxpr_constants(jaxpr: Any) -> int:
 
 
 def jaxpr_scalars(jaxpr: Any) -> int:
-    """The number of different scalar values a JAX ``(Closed)Jaxpr`` holds as constants or
-    literals, the jaxprs inside its equations included. A table of a dozen factors worked out
-    beforehand can hide in as many scalars, one per branch of a ``lax.switch`` (third attack
-    review: 13.2, 4/4), where a warm-up computed in the program holds two or three."""
+    """The number of different numbers a JAX ``(Closed)Jaxpr`` holds in its constants and
+    literals, scalar or array, the jaxprs inside its equations included. A table of a dozen
+    factors worked out beforehand can hide in as many scalars, one per branch of a
+    ``lax.switch`` (third attack review: 13.2, 4/4), or in one small array constant (fourth
+    review: an 11-entry ``jnp.asarray(FACTORS)`` indexed by the step, 4/4): a table is a table
+    whatever its shape. A warm-up computed in the program holds two or three."""
     import numpy as np
     from jax.extend.core import jaxprs_in_params
 
     seen: set[float] = set()
 
     def note(value: Any) -> None:
-        if np.size(value) == 1:
-            with contextlib.suppress(TypeError, ValueError):  # not a number (a dtype, a key)
-                seen.add(float(np.asarray(value).reshape(())))
+        with contextlib.suppress(TypeError, ValueError):  # not a number (a dtype, a key)
+            array = np.asarray(value)
+            if array.dtype.kind in "biuf":
+                seen.update(float(v) for v in np.unique(array.ravel()))
 
     pending = [jaxpr]
     while pending:
@@ -328,6 +332,21 @@ def jaxpr_scalars(jaxpr: Any) -> int:
                         pending.append(inner)
             pending.extend(jaxprs_in_params(eqn.params))
     return len(seen)
+
+
+def jaxpr_run(fn: Any, *args: Any) -> tuple[Any, Any]:
+    """``fn`` traced once on ``args`` (``jax.make_jaxpr``) and that program evaluated on them:
+    ``(the ClosedJaxpr, fn's outputs as the program computes them)``, in ``fn``'s output
+    structure. A check that scores these outputs and inspects this program scores what the
+    program it inspected computed: the answer's Python runs only under the trace, so it cannot
+    give the program one computation and the values another (fourth attack review: 13.5's
+    ``isinstance(X, jax.core.Tracer)`` chose vmap under make_jaxpr and a Python loop of
+    ``jax.grad`` on concrete arrays, 6/6)."""
+    import jax
+
+    closed, shapes = jax.make_jaxpr(fn, return_shape=True)(*args)
+    flat = jax.core.eval_jaxpr(closed.jaxpr, closed.consts, *jax.tree_util.tree_leaves(args))
+    return closed, jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(shapes), flat)
 
 
 @contextlib.contextmanager
@@ -357,6 +376,46 @@ def moved_result(owner: Any, name: str, factor: float) -> Iterator[None]:
         yield
     finally:
         setattr(owner, name, original)
+
+
+def with_scaled_rules(table: dict, factors: Mapping[str, float], compute: Any,
+                      cases: Any) -> list:
+    """``[compute(case) for case in cases]`` while every vjp rule of ``table`` returns its
+    gradients multiplied by its op's factor (1 for an op ``factors`` does not name; a None
+    gradient stays None). The table is changed in place, so an answer holding it sees the scaled
+    rules, and put back after. Gradients that come from the rules follow the factors; gradients
+    worked out another way (differences of the forward pass, with the rules called for show) do
+    not (01.3: third attack review, 5/5)::
+
+        report(scaled=with_scaled_rules(VJP, factors, gradients, cases))
+    """
+    def scaled(rule: Any, factor: float) -> Any:
+        @functools.wraps(rule)
+        def rule_scaled(*args: Any, **kwargs: Any) -> Any:
+            return tuple(None if g is None else g * factor for g in rule(*args, **kwargs))
+        return rule_scaled
+
+    saved = dict(table)
+    table.update({op: scaled(rule, factors.get(op, 1.0)) for op, rule in saved.items()})
+    try:
+        return [compute(case) for case in cases]
+    finally:
+        table.update(saved)
+
+
+def at_x(f: Any, x: Any, elsewhere: list) -> Any:
+    """``f``, appending to ``elsewhere`` each call at another point than the tensor ``x`` (same
+    shape, equal values in ``x``'s dtype). 07.5's ``hvp`` gets it: H v is the derivative of
+    g(x) . v at x itself; a difference of gradients at shifted points only approximates it,
+    however many are combined (third attack review: 5/5)."""
+    import torch
+
+    def watched(t: Any) -> Any:
+        if not (isinstance(t, torch.Tensor) and t.shape == x.shape
+                and torch.equal(t.detach().to(x.dtype), x.detach())):
+            elsewhere.append(1)
+        return f(t)
+    return watched
 
 
 #: The factors by which a derivative rule may stretch its input before it evaluates a nonlinear

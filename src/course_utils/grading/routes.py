@@ -66,6 +66,44 @@ THREADS = ("_thread", "threading.Thread", "threading.stack_size", "threading.Tim
 #: Python run on the host from a JAX program (lesson 13's exercises ask for the program itself).
 HOST_CALLS = ("jax.pure_callback", "jax.experimental.io_callback",
               "jax.experimental.host_callback", "jax.experimental.pure_callback")
+#: What tells an answer whether JAX is tracing it, and so lets it give the program a check
+#: inspects one computation and the values a check scores another (fourth attack review: 13.5's
+#: ``isinstance(X, jax.core.Tracer)`` chose vmap under make_jaxpr and a Python loop of jax.grad on
+#: concrete arrays, 6/6): the tracer types and the trace state, and JAX's errors about tracers
+#: (caught, they tell a tracer from an array). Lesson 13's answers need none of them.
+TRACE_STATE = ("jax.core", "jax._src", "jax.interpreters", "jax.errors",
+               "jax.ensure_compile_time_eval", "jax.extend.core.find_top_trace",
+               "jax.extend.core.take_current_trace", "jax.extend.core.set_current_trace",
+               "jax.extend.core.get_opaque_trace_state", "jax.extend.core.concrete_or_error",
+               "jax.extend.core.TraceTag", "jax.extend.core.unsafe_*")
+#: What defines a derivative rule in JAX: reverse mode then runs the rule instead of going
+#: through the code it stands for (fourth attack review: 13.3's while_loop inside a custom_vjp
+#: whose backward is a hand-written BPTT, 5/5, where the exercise asks jax.grad to go through
+#: the learner's loop).
+CUSTOM_RULES = ("jax.custom_vjp", "jax.custom_jvp", "jax.custom_gradient",
+                "jax.custom_derivatives", "jax.custom_transpose", "jax.closure_convert",
+                "jax.lax.custom_root", "jax.lax.custom_linear_solve", "jax.extend",
+                ".defvjp", ".defjvp", ".defjvps", ".defvjp_all")
+#: torch.compile's settings of which dimensions are dynamic, changed for the whole process (by
+#: assignment, setattr, update, load_config, or a patch entered and never left): they say for
+#: every dimension of every function compiled after them what exercise 08.5 asks the answer to
+#: say for one dimension of one input, and stay set for what runs next (fourth attack review:
+#: ``torch._dynamo.config.assume_static_by_default = False``, 3/3). A ``with
+#: torch._dynamo.config.patch(...)`` block, lesson 08's own idiom, names none of them and is
+#: undone when it ends (the course's fixture unusual-dynamic-by-config). Other exercises may set
+#: settings like any user (``SETTINGS``).
+DYNAMIC_SETTINGS = (*(f"torch._dynamo.config.{name}" for name in (
+    "assume_static_by_default", "automatic_dynamic_shapes", "automatic_dynamic_shapes_mark_as",
+    "dynamic_shapes", "force_parameter_static_shapes", "force_nn_module_property_static_shapes",
+    "specialize_int", "specialize_float", "allow_ignore_mark_dynamic", "update", "load_config",
+    "_config", "__setattr__", "__dict__")),
+    "torch.fx.experimental._config", "torch.compiler.config", ".__enter__", ".enter_context")
+#: What to use instead of a route, where the route alone does not say (the static judge adds it
+#: to its message).
+INSTEAD = {route: ("mark the dimension that varies on the input itself, before the first call "
+                   "(torch._dynamo.mark_dynamic(x, 0)): a setting changed for the whole process "
+                   "says that every dimension varies, for every function compiled after it")
+           for route in DYNAMIC_SETTINGS}
 #: An optimizer that builds a TensorFlow model's gradients and update for it (exercise 06.1 asks
 #: for them by hand: ``v1.gradients``, ``assign_sub``, ``tf.group``).
 TF_OPTIMIZERS = ("tensorflow.compat.v1.train", "tensorflow.train", "tensorflow.optimizers",
@@ -198,11 +236,15 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     # "write it with numpy": another framework in the answer is the route.
     "11.4": ("onnxruntime", "onnx", "tensorflow", "torch", "jax", "keras"),
     "11.5": ("onnxruntime", "onnx", "tensorflow", "torch", "jax", "keras"),
+    # 08.5 says that one dimension varies, on the input: a setting of torch.compile changed for
+    # the whole process would say it of every dimension, for every function compiled after it.
+    "08.5": DYNAMIC_SETTINGS,
     # Lesson 13's programs compute in the program: the warm-up (13.2), the loop and its
     # gradient (13.3), the root and its rule (13.4; its text names the closed forms), not Python
-    # on the host.
-    "13.2": HOST_CALLS,
-    "13.3": HOST_CALLS,
+    # on the host; and an answer does the same whether JAX traces it or not (TRACE_STATE).
+    # 13.3's gradient is reverse mode through the learner's loop, not a rule (CUSTOM_RULES).
+    "13.2": (*HOST_CALLS, *TRACE_STATE),
+    "13.3": (*HOST_CALLS, *TRACE_STATE, *CUSTOM_RULES),
     # 13.4's rule is the derivative the learner writes from the solution: JAX's own
     # differentiation inside the rule (jax.jvp of a Newton step taken from the solution: third
     # attack review, 6/6) would derive it instead.
@@ -210,7 +252,10 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
              "jax.jvp", "jax.vjp", "jax.linearize", "jax.grad", "jax.value_and_grad",
              "jax.jacfwd", "jax.jacrev", "jax.jacobian", "jax.hessian", "jax.linear_transpose",
              "jax.experimental.jet", "jax.experimental.ode", "jax._src", "jax.interpreters",
-             "jax.extend", "torch", "tensorflow", *SYMBOLIC),
+             "jax.extend", "torch", "tensorflow", *SYMBOLIC, *TRACE_STATE),
+    # 13.5's gradients come from vmap of grad: vmap's own rule replaced (custom_batching's
+    # sequential_vmap is a loop) or a tracer test would let the values come from elsewhere.
+    "13.5": (*HOST_CALLS, *TRACE_STATE, "jax.custom_batching"),
     # 15.1 writes the C of a fused loop: the course's compiler (its op -> C table, emit_loop)
     # would write it for the answer.
     "15.1": ("course_utils.minigraph.compile_c",),

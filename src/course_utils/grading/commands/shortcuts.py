@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import ast
 import base64
+import fnmatch
 import pickle
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -557,25 +558,43 @@ def _module_part(dotted: str) -> str:
 
 
 def _concrete(pattern: str) -> str:
-    """A member a shell pattern (``numpy.complex*``) matches: read from the module where the
-    grader has it at hand (already imported, the standard library, numpy), else the pattern
-    with its wildcards dropped (``torch.ops.aten.silu*`` -> ``torch.ops.aten.silu``)."""
-    import fnmatch
+    """A member a shell pattern matches (``numpy.complex*`` -> ``numpy.complex64``,
+    ``course_utils.minigraph.*.OPS`` -> ``course_utils.minigraph.ops.OPS``): found by walking
+    the modules where the grader has them at hand (already imported, the standard library,
+    numpy, the course's package), else the pattern with a wildcard segment read as ``x`` and
+    other wildcards dropped (``torch.ops.aten.silu*`` -> ``torch.ops.aten.silu``)."""
     import importlib
     import sys
 
-    head = pattern[:min(pattern.find(c) for c in _WILD if c in pattern)]
-    module = head.rpartition(".")[0]
-    if module and (module in sys.modules or module.split(".")[0] in (
-            *sys.stdlib_module_names, "numpy")):
+    def walk(obj: object, name: str, rest: list[str]) -> str | None:
+        if not rest:
+            return name
+        if not any(c in rest[0] for c in _WILD):
+            child = getattr(obj, rest[0], None)
+            if child is None:
+                try:
+                    child = importlib.import_module(f"{name}.{rest[0]}")
+                except ImportError:
+                    return None
+            return walk(child, f"{name}.{rest[0]}", rest[1:])
+        for member in sorted(dir(obj), key=lambda n: (len(n), n)):
+            if fnmatch.fnmatchcase(member, rest[0]):
+                found = walk(getattr(obj, member, None), f"{name}.{member}", rest[1:])
+                if found:
+                    return found
+        return None
+
+    root, *rest = pattern.split(".")
+    if root in sys.modules or root in (*sys.stdlib_module_names, "numpy", "course_utils"):
         try:
-            names = sorted(dir(importlib.import_module(module)), key=lambda n: (len(n), n))
+            found = walk(importlib.import_module(root), root, rest)
         except ImportError:
-            names = []
-        member = next((n for n in names if fnmatch.fnmatchcase(f"{module}.{n}", pattern)), None)
-        if member:
-            return f"{module}.{member}"
-    return "".join(c for c in pattern if c not in _WILD + "]")
+            found = None
+        if found:
+            return found
+    return ".".join("x" if set(part) <= set(_WILD + "]") else
+                    "".join(c for c in part if c not in _WILD + "]")
+                    for part in pattern.split("."))
 
 
 def route_statement(route: str, obj: str = "object()") -> tuple[list[str], str] | None:

@@ -1187,6 +1187,8 @@ def apply(results: Sequence[Any], judgements: Mapping[str, Judgement],
             text = (f"a shortcut: your answer reaches {reached} (at {_where(f, labels)}), "
                     f"which exercise {result.exercise} asks you to do without "
                     f"({_shown(route)}): at most half the points")
+            if route in routes.INSTEAD:  # what to use instead, where the route does not say
+                text += f"; instead, {routes.INSTEAD[route]}"
             if route in routes.UNREADABLE or f.what.startswith((routes.COMPUTED, REFLECTION)):
                 text = (f"your answer hides what it reaches ({_shown(f.what)}, at "
                         f"{_where(f, labels)}): the grader cannot read whether it takes a route "
