@@ -16,9 +16,14 @@ Honest rules keep full marks, unusual ones included: the op at x itself (``1/cos
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import pytest
 from fixture_audit import assert_the_checks_hold
 from test_grading_static import judged
+
+from course_utils.grading.checks import AtPoint, ComplexUse, at_x, with_scaled_rules
 
 
 @pytest.mark.slow
@@ -62,3 +67,73 @@ def test_ways_to_take_numbers_out_of_the_recorders_are_routes(exercise, answer, 
     name = "01_computation_graphs" if exercise == "01.4" else "07_pytorch_autograd"
     assert route in {r for _, r in judged(name, exercise, answer).forbidden}
     assert not judged(name, exercise).forbidden  # the solution reaches none
+
+
+# -- the recorders and the helpers the check cells import, on their own ------------------------
+
+
+def test_complex_use_reads_where_a_rule_evaluates_its_op():
+    from course_utils.engine import IMPL
+
+    rng = np.random.default_rng(4)
+    x, t = rng.normal(size=(4, 3)), rng.normal(size=(4, 3))
+    want = t * (1 - np.tanh(x) ** 2)
+    honest = {"out": lambda ts, out, x: ts[0] * (1 - out * out),
+              "cosh": lambda ts, out, x: ts[0] / np.cosh(np.asarray(x, dtype=float)) ** 2,
+              "tanh-half": lambda ts, out, x: ts[0] * (1 - (2 / (1 + np.exp(-2 * x)) - 1) ** 2)}
+    shifted = {"impl": lambda ts, out, x: (IMPL["tanh"](np.asarray(x) + 1e-6 * np.asarray(ts[0]))
+                                           - out) / 1e-6,
+               "stretched": lambda ts, out, x: (np.tanh(x * (1 + 1e-7)) - out) / (1e-7 * x) * ts[0],
+               "floats": lambda ts, out, x: ts[0] * np.reshape(
+                   [(math.tanh(float(v) + 1e-7) - math.tanh(float(v))) / 1e-7 for v in x.ravel()],
+                   np.shape(x))}
+    for name, rule in {**honest, **shifted}.items():
+        use, table = ComplexUse(), {"tanh": rule}
+        with use.rules(table):
+            got = table["tanh"]([t], np.tanh(x), x)
+        assert bool(use.elsewhere) == (name in shifted), (name, use.elsewhere)
+        assert np.allclose(got, want, atol=1e-5), name  # each computes J t (roughly)
+    assert np.tanh.__class__ is np.ufunc and IMPL["tanh"] is np.tanh  # put back
+
+
+def test_at_point_reads_where_a_backward_evaluates_sigmoid():
+    torch = pytest.importorskip("torch")
+
+    def backward_of(derivative):
+        x = torch.linspace(-3, 3, 6, dtype=torch.float64)  # no 0: a relative step divides by x
+        with AtPoint(x) as point:
+            got = derivative(x)
+        s = torch.sigmoid(x)
+        assert torch.allclose(got, s * (1 + x * (1 - s)), atol=1e-6)
+        return point.elsewhere
+
+    silu = lambda v: v * torch.sigmoid(v)  # noqa: E731
+    assert not backward_of(lambda x: torch.sigmoid(x) * (1 + x * torch.sigmoid(-x)))
+    half_tanh = lambda x: 0.5 + 0.5 * torch.tanh(x / 2)  # noqa: E731
+    assert not backward_of(lambda x: half_tanh(x) * (1 + x * (1 - half_tanh(x))))
+    assert backward_of(lambda x: (silu(x + 1e-6) - silu(x - 1e-6)) / 2e-6) == {"sigmoid"}
+    assert backward_of(lambda x: (silu(x * (1 + 1e-7)) - silu(x)) / (1e-7 * x)) == {"sigmoid"}
+
+
+def test_with_scaled_rules_scales_every_rule_while_it_runs_and_puts_the_table_back():
+    table = {"mul": lambda g, out, x, y: (g * y, g * x), "neg": lambda g, out, x: (-g,),
+             "stop": lambda g, out, x: (None,)}
+    original = dict(table)
+    got = with_scaled_rules(table, {"mul": 3.0, "stop": 5.0}, lambda case: [
+        table["mul"](*case), table["neg"](case[0], None, None), table["stop"](*case[:3])],
+        [(2.0, None, 5.0, 7.0)])
+    assert got == [[(42.0, 30.0), (-2.0,), (None,)]]  # 3 * (2 * 7, 2 * 5); neg unscaled
+    assert table == original
+    with pytest.raises(ZeroDivisionError):
+        with_scaled_rules(table, {"neg": 2.0}, lambda case: 1 / 0, [()])
+    assert table == original
+
+
+def test_at_x_notes_the_calls_at_another_point():
+    torch = pytest.importorskip("torch")
+    x, elsewhere = torch.tensor([1.0, -2.0]), []
+    f = at_x(lambda t: (t ** 2).sum(), x, elsewhere)
+    assert float(f(x.clone().double())) == 5.0 and elsewhere == []
+    f(x + 1e-3)
+    f(x.reshape(2, 1))
+    assert elsewhere == [1, 1]
