@@ -63,6 +63,28 @@ PROFILER = ("sys.setprofile", "sys.settrace", "threading.setprofile", "threading
 #: depth check; the second attack review ran the recursive walk in a `_thread` with a big stack).
 THREADS = ("_thread", "threading.Thread", "threading.stack_size", "threading.Timer",
            "concurrent.futures.ThreadPoolExecutor", "concurrent.futures.thread")
+#: The course's own walks of a graph, and what runs one: an order of the nodes (01.1's answer,
+#: kept in the package as an earlier lesson's), the engine's and minigraph's runners and pruning.
+#: Exercise 02.1 writes that walk (fourth attack review: engine.topo_order told that fed nodes
+#: have no inputs did the pruning and the each-node-once walk, 6/6).
+WALKS = ("course_utils.engine.topo_order", "course_utils.engine.evaluate",
+         "course_utils.minigraph.Session", "course_utils.minigraph.session",
+         "course_utils.minigraph.Interpreter", "course_utils.minigraph.interpreter",
+         "course_utils.minigraph.autodiff")
+#: minigraph's op records, whatever hands one out (an Op's vjp rule can be called): exercise 02.4
+#: writes silu's rule, and the library's rules of mul and sigmoid chained would derive it (fourth
+#: attack review: ``dataclasses.astuple(mg.get_op("mul"))[3]`` and ``vars(mg.get_op("mul"))``,
+#: 4/4 each). Its checks also see which built-in rules run (``provenance.rules_run``). Of the
+#: ops module only the table, get_op and its private helpers (the built-in rules): the static judge
+#: matches a name at its home too, and ``mg.register_op``/``mg.Op``, which every answer uses, live
+#: there.
+OP_RECORDS = ("course_utils.minigraph.OPS", "course_utils.minigraph.ops._*",
+              "course_utils.minigraph.get_op", "course_utils.minigraph.codegen._BUILTINS",
+              *(f"course_utils.minigraph.{module}.OPS" for module in (
+                  "ops", "graph", "codegen", "interpreter", "memory", "serialize", "session",
+                  "passes.cse", "passes.dce", "passes.fold", "passes.fuse")),
+              *(f"course_utils.minigraph.{module}.get_op" for module in (
+                  "ops", "graph", "functional")))
 #: Python run on the host from a JAX program (lesson 13's exercises ask for the program itself).
 HOST_CALLS = ("jax.pure_callback", "jax.experimental.io_callback",
               "jax.experimental.host_callback", "jax.experimental.pure_callback")
@@ -183,16 +205,15 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "01.2": (*AUTODIFF, *COMPLEX, *FRAMEWORKS),
     "01.3": (*AUTODIFF, *FRAMEWORKS),
     "01.4": (*AUTODIFF, *FORWARD, *COMPLEX, *FRAMEWORKS, *NUMBERS_OUT, *ARRAYS_OUT),
+    "02.1": ("graphlib", "networkx", *WALKS, *FRAMEWORKS),
     # Reverse mode and derivative rules written by hand: the complex step would give the
     # derivatives to rounding with no rule written (04.2 replayed a tape's records on x + ih).
     "02.2": (*COMPLEX, *FRAMEWORKS),
     # 02.4 derives silu's rule: minigraph's own rules of mul and sigmoid chained (the product
-    # rule done by the library's rules, third attack review: 4/4) would derive it instead. Of
-    # the ops module only the table and its private helpers (the built-in rules): the static
-    # judge matches a name at its home too, and mg.register_op and mg.Op, which every answer
-    # uses, live there.
+    # rule done by the library's rules, third and fourth attack reviews: 4/4) would derive it
+    # instead; the profiler its checks see the rules with runs on the kernel's thread.
     "02.4": ("course_utils.minigraph.gradients", "course_utils.minigraph.autodiff", *COMPLEX,
-             *FRAMEWORKS, ".vjp", "course_utils.minigraph.OPS", "course_utils.minigraph.ops._*"),
+             *FRAMEWORKS, ".vjp", *OP_RECORDS, *PROFILER, *THREADS),
     "02.5": (*COMPLEX, *FRAMEWORKS),
     "04.2": (*COMPLEX, *FRAMEWORKS),
     # 03.2 works out what is live itself: a Session's plan (or anything else that prunes with

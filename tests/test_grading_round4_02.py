@@ -1,0 +1,133 @@
+"""Issue 36, round 4: lesson 02's checks against the routes the fourth attack review found, graded
+by the shortcut audit with those fixtures alone, and the helpers the checks use for it.
+
+- 02.2: forward mode's diagonal, with each rule on a path called once on a dummy and thrown away
+  (5/6): while the counting check runs, the rules in VJP are scaled by factors drawn from the
+  grading's seed, and the gradient nodes must compute what the scaled rules give, on the random
+  graphs and on a layer with a matmul.
+- 02.4: minigraph's own rules of mul and sigmoid chained, taken from the op records
+  (``dataclasses.astuple(mg.get_op(name))[3]``, ``vars(mg.get_op("mul"))["vj" "p"]``: 4/4): the
+  checks see which built-in rules run while the gradient is built (``provenance.rules_run``,
+  rule by rule, however reached), and the op records are routes of 02.4.
+- 02.5: f'' as a Richardson difference of the first-derivative graph, as a stencil of f's graph,
+  or forward mode twice with a table of the answer's own (4/4 each): f'' built with the rules
+  scaled must change as the rules say.
+- 02.1: the course's own walk (``engine.topo_order``) told that fed nodes have no inputs (6/6):
+  a route of 02.1, held to half by the static judge.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import numpy as np
+import pytest
+from fixture_audit import audited, full_marks, held_by_the_checks
+
+import course_utils.minigraph as mg
+from course_utils.grading.provenance import drawn_factors, rules_run, scaled_rules
+
+SHORTCUTS = {
+    "02.2": ["shortcut-forward-diagonal-dummy-rules"],
+    "02.4": ["shortcut-library-rules-by-record", "shortcut-library-rules-by-vars"],
+    "02.5": ["shortcut-richardson-of-gradient", "shortcut-stencil-of-f",
+             "shortcut-forward-over-forward"],
+}
+STATIC = {"02.1": ["shortcut-course-topo-order"]}
+UNUSUAL = {
+    "02.1": ["unusual-ready-sweeps"],
+    "02.2": ["unusual-collected-shares", "unusual-users-map"],
+    "02.4": ["unusual-tanh-rule", "unusual-uses-out"],
+    "02.5": ["unusual-loop-over-sums"],
+}
+
+
+@pytest.mark.slow
+def test_lesson_02_gradients_must_come_from_the_rules(tmp_path):
+    chosen = {ex: SHORTCUTS.get(ex, []) + STATIC.get(ex, []) + UNUSUAL.get(ex, [])
+              for ex in {*SHORTCUTS, *STATIC, *UNUSUAL}}
+    found = audited("02_static_graphs", chosen, tmp_path)
+    full_marks(found, *((ex, name) for ex, names in UNUSUAL.items()
+                        for name in ("solution", *names)))
+    held_by_the_checks(found, *((ex, name) for ex, names in SHORTCUTS.items() for name in names))
+    for ex, names in STATIC.items():  # the checks pass it: the static judge holds it to half
+        for name in names:
+            result = found[(ex, name)]
+            assert result.points <= result.possible / 2, (ex, name, result.points)
+
+
+def test_scaled_rules_scale_each_named_rule_in_place_and_restore_them():
+    def double(g, out, x):
+        return (2 * g,)
+
+    def pair(g, out, x, y):
+        return (g, None)
+
+    table = {"double": double, "pair": pair}
+    held = table  # a name bound to the table sees the scaled rules
+    with scaled_rules(table, {"double": 3.0, "pair": 0.5, "absent": 7.0}):
+        assert held["double"](np.array([1.0, 2.0]), None, None)[0].tolist() == [6.0, 12.0]
+        assert held["pair"](4.0, None, None, None) == (2.0, None)  # None stays None
+        assert "absent" not in table
+    assert table == {"double": double, "pair": pair}
+    with pytest.raises(RuntimeError), scaled_rules(table, {"double": 3.0}):
+        raise RuntimeError("a check that fails")
+    assert table["double"] is double
+
+
+def test_scaled_rules_give_the_gradient_the_chain_rule_gives_with_each_factor():
+    """Reverse mode through the engine's rules, scaled: d/dx sum(tanh(x) * x) becomes
+    k_mul (k_tanh tanh'(x) x + tanh(x)), worked out by hand here."""
+    from course_utils.engine import VJP, evaluate, placeholder, reduce_sum, tanh
+    from course_utils.engine import gradients as engine_gradients
+
+    x = placeholder("x")
+    xs = np.linspace(-1.5, 1.5, 7)
+    with scaled_rules(VJP, {"mul": 1.25, "tanh": 0.75}):
+        (dx,) = engine_gradients(reduce_sum(tanh(x) * x), [x])
+    got = evaluate([dx], {x: xs})[dx]
+    want = 1.25 * (0.75 * (1 - np.tanh(xs) ** 2) * xs + np.tanh(xs))
+    assert np.allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_drawn_factors_follow_the_grading_seed(monkeypatch):
+    from course_utils.grading import probe
+
+    monkeypatch.setenv(probe.SEED_VARIABLE, "5")
+    first = drawn_factors("02-rules", ("mul", "tanh"))
+    assert first == drawn_factors("02-rules", ("mul", "tanh"))
+    assert all(0.5 <= k < 2.0 for k in first.values())
+    monkeypatch.setenv(probe.SEED_VARIABLE, "6")
+    assert drawn_factors("02-rules", ("mul", "tanh")) != first
+
+
+def test_rules_run_counts_each_rule_however_it_is_reached():
+    def rule(g):
+        return g
+
+    copy = types.FunctionType(rule.__code__, {}, "renamed")  # another object, the same code
+
+    def answer():
+        rule(1)
+        copy(2)
+        return "done"
+
+    before = sys.getprofile()
+    assert rules_run({"rule": rule}, answer) == ("done", {"rule": 2})
+    assert sys.getprofile() is before
+    assert rules_run({"rule": rule, "len": len}, lambda: len("ab")) == (2, {})  # no Python code
+
+
+def test_rules_run_sees_minigraph_run_the_rules_of_the_graphs_ops():
+    """mg.gradients of sum(sigmoid(x) * x) runs the rules of sum, mul and sigmoid once each:
+    the op nodes of the graph, counted from the graph itself."""
+    builtin = {name: op.vjp for name, op in mg.OPS.items() if op.builtin}
+    graph = mg.Graph()
+    with graph.as_default():
+        x = mg.placeholder((None,), "float64", name="x")
+        y = mg.sum(mg.sigmoid(x) * x)
+        nodes_before = list(graph.nodes)
+        _, ran = rules_run(builtin, lambda: mg.gradients(y, [x]))
+    ops = sorted(str(n.op) for n in nodes_before if n.op not in ("placeholder",))
+    assert ran == {op: ops.count(op) for op in ops}
