@@ -162,6 +162,11 @@ def test_reaching_the_grader_scores_0_for_this_exercise_and_every_later_one(atta
     static.apply(results, found, [f"code cell {i + 1}" for i in range(20)])
     assert [(r.points, r.status) for r in results] == [(0, "tampered")] * 2
     assert "grader's machinery" in results[0].notes[0] and "line" in results[0].notes[0]
+    # 00.2's own answer is honest: its note says the machinery was reached before its checks
+    # (fourth attack review: an honest 11.7 read "your answer reaches the grader's machinery")
+    assert results[0].notes[0].startswith("your answer reaches"), results[0].notes
+    assert results[1].notes[0].startswith("code before this exercise's checks reaches"), \
+        results[1].notes
 
 
 def _with(name: str, exercise: str, answer: str) -> nbformat.NotebookNode:

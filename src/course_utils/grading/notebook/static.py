@@ -827,6 +827,9 @@ class Judgement:
     forbidden: list[tuple[Finding, str]] = field(default_factory=list)  # (finding, route)
     hiding: list[Finding] = field(default_factory=list)
     problems: list[Finding] = field(default_factory=list)  # cells too deep to read
+    #: The machinery was reached only by code outside this exercise's answer (an earlier cell):
+    #: the exercise scores 0 all the same, since every report after it may be forged.
+    machinery_earlier: bool = False
 
 
 def judge(cells: Sequence[Mapping[str, Any]], canonical: Sequence[Mapping[str, Any]], *,
@@ -886,6 +889,7 @@ def judge(cells: Sequence[Mapping[str, Any]], canonical: Sequence[Mapping[str, A
         result.machinery += [f for i, _, found in learner if i < first_check.get(ex, len(code))
                              for f in found.reached if any(matches(f.what, m) for m in MACHINERY)]
         answer = _answer_cells(ex, learner, solution_cells, _loads(checks[ex]))
+        result.machinery_earlier = bool(result.machinery) and not _machinery_in(answer)
         for found in answer:
             if found.problem:
                 result.problems.append(Finding(0, 0, found.problem))
@@ -908,6 +912,11 @@ def judge(cells: Sequence[Mapping[str, Any]], canonical: Sequence[Mapping[str, A
         result.forbidden = list(dict.fromkeys(result.forbidden))
         out[ex] = result
     return out
+
+
+def _machinery_in(answer: Iterable[Any]) -> bool:
+    """Whether an exercise's answer cells (their ``analyse`` results) reach the machinery."""
+    return any(matches(f.what, m) for found in answer for f in found.reached for m in MACHINERY)
 
 
 def _route_of(what: str, routes_: Iterable[str]) -> str | None:
@@ -1178,6 +1187,10 @@ def apply(results: Sequence[Any], judgements: Mapping[str, Judgement],
             f = found.machinery[0]
             text = (f"your answer reaches the grader's machinery ({_shown(f.what)}, at "
                     f"{_where(f, labels)}): this exercise scores 0")
+            if found.machinery_earlier:
+                text = (f"code before this exercise's checks reaches the grader's machinery "
+                        f"({_shown(f.what)}, at {_where(f, labels)}): every report after it "
+                        "could be forged, so this exercise scores 0 too")
             result.points, result.status, result.message = most, "tampered", text
             result.notes.append(text)
         elif found.forbidden:
