@@ -640,6 +640,24 @@ def test_computed_names_and_reflection_on_a_routes_library_are_unreadable(name, 
 
 
 @pytest.mark.parametrize("name, exercise, answer", [
+    # getattr handed around as a value, not called by name (fourth attack review: 15.1's
+    # compiler, 13.4's jax.jvp, 11.1's ONNX reader and 11.4's sys.modules, full marks each).
+    ("15_graph_without_python", "15.1", MG + "backend = next(map(getattr, [mg], [NAME]))\n"),
+    ("15_graph_without_python", "15.1",
+     MG + "import functools\nbackend = functools.reduce(getattr, [NAME], mg)\n"),
+    ("15_graph_without_python", "15.1",
+     MG + "backend = (lambda fetch: fetch(mg, NAME))(getattr)\n"),
+    ("15_graph_without_python", "15.1", MG + "backend = getattr.__call__(mg, NAME)\n"),
+    ("13_jax", "13.4", "import builtins\nread = builtins.getattr\nd = read(jax, NAME)\n"),
+    ("11_deployment", "11.4", "import operator, sys\n"
+     "mods = (lambda make: make('mod' 'ules')(sys))(operator.attrgetter)\n"),
+])
+def test_getattr_used_as_a_value_is_unreadable_in_every_exercise(name, exercise, answer):
+    found = _capped_unreadable(name, exercise, answer)
+    assert static.routes.HIDDEN_GETATTR in {f.what for f, _ in found.forbidden}, found
+
+
+@pytest.mark.parametrize("name, exercise, answer", [
     # The answer's own objects: reflection and computed keys are free.
     ("02_static_graphs", "02.4", "import dataclasses\n\n\n@dataclasses.dataclass\nclass Cfg:\n"
      "    a: float = 1.0\n\n\nprint(dataclasses.asdict(Cfg()), vars(Cfg()).items())\n"),

@@ -165,7 +165,11 @@ SETTINGS = ("*.config", "*.config.*", "*._config", "*._config.*", "torch.backend
 #: review: ``importlib.import_module("sym" + "py")`` for 02.5, a private copy of minigraph's ONNX
 #: reader for 11.1 and of ``course_utils.serving`` for 11.7), and no answer needs them.
 HIDDEN_IMPORT = "hidden:import"
-UNREADABLE = (HIDDEN_IMPORT, "builtins.exec", "builtins.eval", "builtins.compile",
+#: ``getattr`` (or attrgetter, reflection) used as a value rather than called by name:
+#: ``map(getattr, [mg], ["compile_c"])``, ``(lambda f: f(sys, "modules"))(getattr)``: neither
+#: the object nor the name it reads can be read (fourth attack review: 15.1, 13.4, 11.1, 11.4).
+HIDDEN_GETATTR = "hidden:getattr"
+UNREADABLE = (HIDDEN_IMPORT, HIDDEN_GETATTR, "builtins.exec", "builtins.eval", "builtins.compile",
               "importlib.util", "importlib.machinery", "importlib.reload", "importlib._bootstrap",
               "importlib._bootstrap_external", "runpy", "imp", "zipimport")
 #: ``getattr`` with a computed name on a library's module or class, as ``COMPUTED + "tensorflow

@@ -178,6 +178,9 @@ class _Names(ast.NodeVisitor):
         self.local: set[str] | None = None  # names bound in the function being read
         #: ``vars(x)``/``x.__dict__`` nodes read with a literal key (an attribute access)
         self.literal_reads: list[ast.AST] = []
+        #: the ``func`` of every call met (a getter called by name is read; one handed around
+        #: as a value is not: ``_Reader.loose_getter``)
+        self.called: set[int] = set()
 
     def define(self, name: str, value: str | None) -> None:
         """Bind ``name``: a cell-level name the cell defines, or a local of a function."""
@@ -475,6 +478,18 @@ class _Reader(_Binder):
     and records what each name, attribute, subscript, constant and call it meets reaches."""
 
 
+    def loose_getter(self, node: ast.AST, dotted: str | None) -> None:
+        """``getattr`` (or another function that reads an attribute by name, or reflection)
+        used as a value, not called by name: ``map(getattr, [mg], ["compile_c"])``,
+        ``(lambda f: f(sys, "modules"))(getattr)``, ``getattr.__call__(mg, "compile_c")``,
+        ``functools.reduce(getattr, names, jax)`` (fourth attack review: each reached a route
+        unseen). What it is applied to and the name it reads cannot be read: it could take
+        any route, so it is held to half in every exercise (``routes.HIDDEN_GETATTR``)."""
+        if dotted in _GETTERS + _ATTRGETTERS + _METHODCALLERS + _REFLECTORS \
+                and not isinstance(dotted, _Made) and id(node) not in self.called:
+            self.hide(node, f"{dotted.rpartition('.')[2]} used as a value")
+            self.reach(node, routes.HIDDEN_GETATTR)
+
     def visit_Name(self, node: ast.Name) -> None:
         if isinstance(node.ctx, ast.Load):
             if self.local is None or node.id not in self.local:
@@ -482,6 +497,7 @@ class _Reader(_Binder):
             dotted = self.resolve(node)
             if dotted is not None:
                 self.reach(node, dotted)
+            self.loose_getter(node, dotted)
         elif isinstance(node.ctx, ast.Store):
             self.define(node.id, None)
 
@@ -493,6 +509,7 @@ class _Reader(_Binder):
         dotted = self.resolve(node)
         if dotted is not None:
             self.reach(node, dotted)
+            self.loose_getter(node, dotted)
         self.reach(node, "." + node.attr)
         if node.attr in HIDING_ATTRS:
             self.hide(node, f"the attribute {node.attr}")
@@ -519,6 +536,7 @@ class _Reader(_Binder):
             self.reach(node, "course_utils.grading")
 
     def visit_Call(self, node: ast.Call) -> None:
+        self.called.add(id(node.func))
         func = self.resolve(node.func)
         attr = node.func.attr if isinstance(node.func, ast.Attribute) else None
         if (func in _ATTR_WRITERS and node.args and self.library(node.args[0])) or (
@@ -1150,6 +1168,8 @@ def _shown(name: str) -> str:
                 "its namespace, or a library's file name)")
     if name == routes.HIDDEN_IMPORT:
         return "an import of a computed name"
+    if name == routes.HIDDEN_GETATTR:
+        return "getattr (or attrgetter, vars) handed around as a value, not called by name"
     if name.startswith(routes.COMPUTED):
         return ("an attribute read by a computed name (getattr, vars(...)[key], attrgetter) on "
                 f"{name[len(routes.COMPUTED):] or 'an object'}")
