@@ -605,6 +605,12 @@ def _capped_unreadable(name: str, exercise: str, answer: str) -> static.Judgemen
     ("15_graph_without_python", "15.1",
      MG + 'import inspect\nbackend = inspect.getattr_static(mg, "compile_c")\n',
      "course_utils.minigraph.compile_c"),
+    ("15_graph_without_python", "15.1",
+     MG + 'fetch = __builtins__.__dict__["getattr"]\nbackend = fetch(mg, "compile_c")\n',
+     "course_utils.minigraph.compile_c"),
+    ("15_graph_without_python", "15.1",
+     MG + 'backend = type(mg).__getattribute__(mg, "compile_c")\n',
+     "course_utils.minigraph.compile_c"),
     # A re-export of the course's package is the object at its home (fourth attack review:
     # minigraph.onnx's import of session.prune for 03.2, 4/4).
     ("03_graph_optimization", "03.2", "from course_utils.minigraph.onnx import prune\n",

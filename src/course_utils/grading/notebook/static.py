@@ -197,6 +197,8 @@ class _Names(ast.NodeVisitor):
         if isinstance(node, ast.Name):
             if node.id in self.env:
                 return self.env[node.id]
+            if node.id == "__builtins__":  # the builtins module in a kernel's namespace
+                return "builtins"
             return f"builtins.{node.id}" if hasattr(builtins, node.id) else None
         if isinstance(node, ast.Attribute):
             return _joined(self.resolve(node.value), node.attr)
@@ -260,6 +262,8 @@ class _Names(ast.NodeVisitor):
             method, owner = node.func.attr, node.func.value
             if method == "__getattribute__" and len(node.args) == 1:
                 return owner, (_string(node.args[0]),), None
+            if method in ("__getattribute__", "__getattr__") and len(node.args) == 2:
+                return node.args[0], (_string(node.args[1]),), None  # type(m).__getattr__(m, n)
             obj = self.dict_of(owner)
             if obj is not None and method in ("get", "__getitem__"):
                 return obj, (_string(node.args[0]),), None
