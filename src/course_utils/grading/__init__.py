@@ -7,8 +7,7 @@ a lower layer needs (a kernel's environment and limits, the run's seed) is passe
    ``format`` (solution markers, grading metadata, a check's sections, ``validate``),
    ``layout`` (the course's folders, a notebook's bytes), ``probe`` (the kernel's side of a
    check), ``transport`` (the report's wire format and limits), ``verdict`` (the grader's side),
-   ``checks`` (``forbid``, ``check_predictions``), ``provenance`` (a check's rules scaled, the
-   rules that ran), ``routes``, ``answers_in_package``;
+   ``checks`` (``forbid``, ``check_predictions``), ``routes``, ``answers_in_package``;
 2. ``running/``: running code safely: ``kernel`` (the kernel driver, with ``launch``, ``channels``
    and ``supervisor_link``), ``supervise`` (the process that owns a kernel's processes and limits),
    ``sandbox`` (bubblewrap), ``tamper`` and ``probe_source`` (the tamper probe), ``guard`` (the

@@ -53,8 +53,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 __all__ = ["AtPoint", "AtenOps", "ComplexUse", "ForbiddenCall", "at_x", "check_predictions",
-           "digest", "forbid", "jaxpr_constants", "jaxpr_primitives", "literal_assignments",
-           "moved_result", "with_scaled_rules"]
+           "digest", "drawn_factors", "forbid", "jaxpr_constants", "jaxpr_primitives",
+           "literal_assignments", "moved_result", "rules_run", "with_scaled_rules"]
 
 
 class ForbiddenCall(AssertionError):
@@ -380,12 +380,14 @@ def moved_result(owner: Any, name: str, factor: float) -> Iterator[None]:
 
 def with_scaled_rules(table: dict, factors: Mapping[str, float], compute: Any,
                       cases: Any) -> list:
-    """``[compute(case) for case in cases]`` while every vjp rule of ``table`` returns its
-    gradients multiplied by its op's factor (1 for an op ``factors`` does not name; a None
-    gradient stays None). The table is changed in place, so an answer holding it sees the scaled
-    rules, and put back after. Gradients that come from the rules follow the factors; gradients
-    worked out another way (differences of the forward pass, with the rules called for show) do
-    not (01.3: third attack review, 5/5)::
+    """``[compute(case) for case in cases]`` while every vjp rule of ``table`` that ``factors``
+    names returns its gradients multiplied by its op's factor (a None gradient stays None; the
+    other rules are left as they are, so that rules that build nodes add none for them: 02.5
+    differentiates the gradient graph again). The table is changed in place, so an answer
+    holding it sees the scaled rules, and put back after. Gradients that come from the rules
+    follow the factors; gradients worked out another way (differences of the forward pass, with
+    the rules called for show; forward mode) do not (01.3: third attack review, 5/5; 02.2 and
+    02.5: fourth)::
 
         report(scaled=with_scaled_rules(VJP, factors, gradients, cases))
     """
@@ -396,11 +398,54 @@ def with_scaled_rules(table: dict, factors: Mapping[str, float], compute: Any,
         return rule_scaled
 
     saved = dict(table)
-    table.update({op: scaled(rule, factors.get(op, 1.0)) for op, rule in saved.items()})
+    table.update({op: scaled(rule, factors[op]) for op, rule in saved.items() if op in factors})
     try:
         return [compute(case) for case in cases]
     finally:
         table.update(saved)
+
+
+def drawn_factors(stream: str, ops: tuple[str, ...], low: float = 0.5, high: float = 2.0
+                  ) -> dict[str, float]:
+    """One factor per op in [low, high), drawn from the grading run's seed (``probe.run_rng``,
+    stream ``stream``): the same in the learner's kernel and in the answer key's, another for
+    another run. For ``with_scaled_rules``."""
+    from course_utils.grading.probe import run_rng
+
+    return dict(zip(ops, run_rng(stream).uniform(low, high, len(ops)).tolist(), strict=True))
+
+
+def rules_run(rules: Mapping[str, Any], build: Any) -> tuple[Any, dict[str, int]]:
+    """``build()`` and, by name, how many times each function of ``rules`` ran meanwhile, on
+    this thread (a profiler; functions without Python code are not counted). A rule is told by
+    its code, so a copy of the function, or the function reached by any route, counts as it.
+    02.4's checks hand it minigraph's built-in vjp rules: a rule of the learner's that chains
+    the library's rules (mul's and sigmoid's: the product rule done by the library, fourth
+    attack review, 4/4) shows them running beyond those the graph's own nodes need::
+
+        _, ran = rules_run({n: op.vjp for n, op in OPS.items() if op.builtin}, backward)
+    """
+    def key(fn: Any) -> tuple | None:
+        code = getattr(fn, "__code__", None)
+        return None if code is None else (code.co_filename, code.co_firstlineno, code.co_code)
+
+    keys = {k: name for name, fn in rules.items() if (k := key(fn)) is not None}
+    ran: collections.Counter[str] = collections.Counter()
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            code = frame.f_code
+            name = keys.get((code.co_filename, code.co_firstlineno, code.co_code))
+            if name is not None:
+                ran[name] += 1
+
+    before = sys.getprofile()
+    sys.setprofile(profile)
+    try:
+        result = build()
+    finally:
+        sys.setprofile(before)
+    return result, dict(ran)
 
 
 def at_x(f: Any, x: Any, elsewhere: list) -> Any:

@@ -74,7 +74,7 @@ WALKS = ("course_utils.engine.topo_order", "course_utils.engine.evaluate",
 #: minigraph's op records, whatever hands one out (an Op's vjp rule can be called): exercise 02.4
 #: writes silu's rule, and the library's rules of mul and sigmoid chained would derive it (fourth
 #: attack review: ``dataclasses.astuple(mg.get_op("mul"))[3]`` and ``vars(mg.get_op("mul"))``,
-#: 4/4 each). Its checks also see which built-in rules run (``provenance.rules_run``). Of the
+#: 4/4 each). Its checks also see which built-in rules run (``checks.rules_run``). Of the
 #: ops module only the table, get_op and its private helpers (the built-in rules): the static judge
 #: matches a name at its home too, and ``mg.register_op``/``mg.Op``, which every answer uses, live
 #: there.

@@ -82,7 +82,6 @@ def probe(nonce, mode, want, known, B):
         B["__import__"]("course_utils.grading.probe")
         B["__import__"]("course_utils.grading.verdict")
         B["__import__"]("course_utils.grading.routes")  # what checks hand to forbid
-        B["__import__"]("course_utils.grading.provenance")  # scaled_rules, rules_run
         # An audit hook runs inside any code (a check's `sys._getframe()`, `compile`, `open`)
         # and could patch numpy for the check and put it back for this probe; hooks cannot be
         # listed, so from now on only a library may add one (a RuntimeError from a hook makes
