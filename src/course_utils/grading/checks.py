@@ -53,7 +53,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 __all__ = ["AtPoint", "AtenOps", "ComplexUse", "ForbiddenCall", "at_x", "check_predictions",
-           "digest", "drawn_factors", "forbid", "jaxpr_constants", "jaxpr_primitives",
+           "digest", "forbid", "jaxpr_constants", "jaxpr_primitives",
            "literal_assignments", "moved_result", "rules_run", "with_scaled_rules"]
 
 
@@ -403,16 +403,6 @@ def with_scaled_rules(table: dict, factors: Mapping[str, float], compute: Any,
         return [compute(case) for case in cases]
     finally:
         table.update(saved)
-
-
-def drawn_factors(stream: str, ops: tuple[str, ...], low: float = 0.5, high: float = 2.0
-                  ) -> dict[str, float]:
-    """One factor per op in [low, high), drawn from the grading run's seed (``probe.run_rng``,
-    stream ``stream``): the same in the learner's kernel and in the answer key's, another for
-    another run. For ``with_scaled_rules``."""
-    from course_utils.grading.probe import run_rng
-
-    return dict(zip(ops, run_rng(stream).uniform(low, high, len(ops)).tolist(), strict=True))
 
 
 def rules_run(rules: Mapping[str, Any], build: Any) -> tuple[Any, dict[str, int]]:
