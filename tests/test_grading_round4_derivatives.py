@@ -10,6 +10,11 @@ routes above half, graded by the shortcut audit with these fixtures alone:
   ``checks.AtPoint`` reads the inputs of every nonlinear ATen operator while forward and
   backward run.
 
+A difference quotient spelled through an identity evaluates nothing at a shifted point
+(tanh's addition theorem on ``out`` with a series for tanh(h t); sigmoid(x + h) as 1 / (1 + exp(-x)
+exp(-h))): the rules check and 07.1's backward check now want the result to rounding (1e-14; 01.4's
+hidden layer 5e-15), which exact rules meet (under 1e-15) and extrapolated quotients do not.
+
 Honest rules keep full marks, unusual ones included: the op at x itself (``1/cosh(x)**2``,
 ``IMPL["exp"](x)``), numpy's converters, a loop; sigmoid from ``exp(-|x|)`` and a where.
 """
@@ -29,7 +34,8 @@ from course_utils.grading.checks import AtPoint, ComplexUse, at_x, with_scaled_r
 @pytest.mark.slow
 def test_01_4_rules_evaluated_at_shifted_points_are_difference_quotients(tmp_path):
     assert_the_checks_hold("01_computation_graphs",
-                           {"01.4": ["shortcut-extrapolated-quotients"]},
+                           {"01.4": ["shortcut-extrapolated-quotients",
+                                     "shortcut-addition-theorems"]},
                            {"01.4": ["unusual-derivatives-at-x", "unusual-kahn-op-functions"]},
                            tmp_path)
 
@@ -37,7 +43,8 @@ def test_01_4_rules_evaluated_at_shifted_points_are_difference_quotients(tmp_pat
 @pytest.mark.slow
 def test_07_1_a_backward_from_shifted_forwards_is_a_difference_quotient(tmp_path):
     assert_the_checks_hold("07_pytorch_autograd",
-                           {"07.1": ["shortcut-extrapolated-differences"]},
+                           {"07.1": ["shortcut-extrapolated-differences",
+                                     "shortcut-identity-shifted-sigmoid"]},
                            {"07.1": ["unusual-stable-sigmoid", "unusual-saves-output-tanh",
                                      "unusual-setup-context"]},
                            tmp_path)
