@@ -35,7 +35,8 @@ from course_utils.grading.checks import AtPoint, ComplexUse, at_x, with_scaled_r
 def test_01_4_rules_evaluated_at_shifted_points_are_difference_quotients(tmp_path):
     assert_the_checks_hold("01_computation_graphs",
                            {"01.4": ["shortcut-extrapolated-quotients",
-                                     "shortcut-addition-theorems"]},
+                                     "shortcut-addition-theorems",
+                                     "shortcut-plain-copies-captured-op"]},
                            {"01.4": ["unusual-derivatives-at-x", "unusual-kahn-op-functions"]},
                            tmp_path)
 
