@@ -205,7 +205,7 @@ EVERY = (FORGED_IDENTITY, LIBRARY_WRITE, *PROCESSES, *UNREADABLE, *DISPATCH_ESCA
 #: Exercise id -> the routes the static judge holds its answer to, besides its checks'
 #: ``forbid`` literals and the package's own answers.
 FORBIDDEN: dict[str, tuple[str, ...]] = {
-    "01.1": ("graphlib", "networkx", *PROFILER, *THREADS, "threading", *FRAMEWORKS),
+    "01.1": ("graphlib", "networkx", *WALKS, *PROFILER, *THREADS, "threading", *FRAMEWORKS),
     "01.2": (*AUTODIFF, *COMPLEX, *FRAMEWORKS),
     "01.3": (*AUTODIFF, *FRAMEWORKS),
     "01.4": (*AUTODIFF, *FORWARD, *COMPLEX, *FRAMEWORKS, *NUMBERS_OUT, *ARRAYS_OUT),
@@ -223,8 +223,10 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     # 03.2 works out what is live itself: a Session's plan (or anything else that prunes with
     # session.prune, the function that answers it and that releases keep) would do it for the
     # answer (third attack review: Session.plan's nodes copied, 4/4).
-    "03.2": ("course_utils.minigraph.Session", "course_utils.minigraph.session",
-             "course_utils.minigraph.codegen", "course_utils.minigraph.profile"),
+    # 03.2's liveness walk: a Session's pruning, and any other walk that finds what an output
+    # needs (fourth attack review: minigraph.autodiff._toposort gave the live set, 4/4).
+    "03.2": ("graphlib", "networkx", *WALKS, "course_utils.minigraph.codegen",
+             "course_utils.minigraph.profile"),
     # 06.1 builds the gradients with v1.gradients and the update with assign ops: a TF
     # optimizer's compute_gradients/apply_gradients or minimize does both (attack review: 5/5).
     "06.1": TF_OPTIMIZERS,
