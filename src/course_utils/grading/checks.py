@@ -740,7 +740,10 @@ def _watched_type() -> type:
     ``astype``; it defines no ``__array_function__``, which the grader's tamper probe refuses in
     any class a cell could have made. Taking a watched value out as Python numbers (``float``,
     ``item``, ``tolist``, iteration, ``flat``) or as a plain array (``view``, ``base``) while a
-    rule runs is noted as ``elsewhere`` too: nothing done on them after is seen."""
+    rule runs is noted as ``elsewhere`` too: nothing done on them after is seen.
+
+    Long because: the class is its body, made here so that numpy is imported only when a check
+    first watches an array (this module is imported by every check, numpy-free or not)."""
     import numpy as np
 
     def plain(x: Any) -> Any:
