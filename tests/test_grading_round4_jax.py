@@ -11,6 +11,9 @@
   concrete arrays (6/6). The checks score what the program they trace computes
   (``checks.jaxpr_run``), and lesson 13's answers may not ask JAX about its trace
   (``routes.TRACE_STATE``).
+- 13.4: a rule from ``jax.jvp`` of a Newton step, jax.jvp kept as ``next(map(getattr, [jax],
+  ["jvp"]))`` (6/6, past the static judge): the rule checks make JAX's forward mode and Jacobians
+  raise while they run (``forbid`` replaces the functions' bodies, so a kept name raises too).
 - 08.5: ``torch._dynamo.config.assume_static_by_default = False`` for the whole process instead
   of marking the dimension (3/3): a route of 08.5 (``routes.DYNAMIC_SETTINGS``) whose message says
   what to use instead; lesson 08's own ``with torch._dynamo.config.patch(...)`` stays free.
@@ -80,15 +83,18 @@ def test_jaxpr_run_scores_what_the_traced_program_computes():
 @pytest.mark.slow
 def test_lesson_13_checks_hold_the_fourth_reviews_routes(tmp_path):
     """The audit of 13_jax with these fixtures: the checks alone (no static cap) hold the small
-    table (13.2), the rule around a while_loop (13.3) and the tracer fork whose traced program
-    computes nothing of the kind (13.5) to half; the solution and the unusual answers (a table
-    built in the program, checkpointed and reversed scans, a Jacobian of the losses, jacfwd)
-    keep full marks."""
+    table (13.2), the rule around a while_loop (13.3), a rule from jax.jvp kept through getattr
+    passed as a value (13.4: the checks make jax.jvp's body raise) and the tracer fork whose
+    traced program computes nothing of the kind (13.5) to half; the solution and the unusual
+    answers (a table built in the program, checkpointed and reversed scans, custom_jvp rules, a
+    Jacobian of the losses, jacfwd) keep full marks."""
     shortcuts = {"13.2": ["shortcut-small-array-of-factors"],
                  "13.3": ["shortcut-custom-vjp-around-while-loop"],
+                 "13.4": ["shortcut-jvp-kept-by-getattr-value"],
                  "13.5": ["shortcut-tracer-fork"]}
     unusual = {"13.2": ["unusual-gathered-table", "unusual-float-step"],
                "13.3": ["unusual-carry-tuple-checkpoint", "unusual-reverse-scan"],
+               "13.4": ["unusual-custom-jvp", "unusual-defjvps-from-answer"],
                "13.5": ["unusual-jacobian-of-losses", "unusual-vmap-jacfwd-dict-batch",
                         "unusual-closure-jit"]}
     found = audited("13_jax", {ex: shortcuts[ex] + unusual[ex] for ex in shortcuts}, tmp_path)
