@@ -199,7 +199,7 @@ def test_nan_or_inf_is_named_only_when_the_values_are_not_finite(lesson07):
         "    @staticmethod\n"
         "    def backward(ctx, grad_out):\n"
         "        (x,) = ctx.saved_tensors\n"
-        "        big = torch.exp(x * x)  # inf for |x| > 9.4 in float32\n"
+        "        big = torch.exp(x) ** 12  # inf or 0 in float32 once |x| passes about 8\n"
         "        s = torch.sigmoid(x) * big / big\n"
         "        return grad_out * s * (1 + x * (1 - s))\n")
     outcome, message = judged(lesson07, overflowing, "4e4ebc0f")
